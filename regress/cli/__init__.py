@@ -1,0 +1,76 @@
+"""The ``regress`` command: a click group that loads each subcommand's module only when it runs.
+
+Subcommands live one per module in this package (``regress/cli/<name>.py``, exposing a click
+command or group under the same name). Loading lazily keeps ``regress --help`` instant and free of
+torch; a subcommand whose module is absent is simply not listed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from regress import __version__
+from regress.errors import RegressError
+
+# name -> (module, attribute, one-line help shown by `regress --help`)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("regress.cli.demo", "demo", "Plant two regressions in a throwaway repo and bisect them."),
+    "accept": ("regress.cli.accept", "accept", "Profile MTP acceptance per batch size and judge it."),
+    "bisect": ("regress.cli.bisect", "bisect", "Find the commit that caused (or fixed) a regression."),
+    "defects": ("regress.cli.defects", "defects", "List the historical defects the reference engine replays."),
+    "testlist": ("regress.cli.testlist", "testlist", "Show and validate CI stage test lists."),
+    "junit": ("regress.cli.junit", "junit", "Merge and summarise JUnit XML from CI stages."),
+    "bot": ("regress.cli.bot", "bot", "Parse and plan /bot PR comments."),
+}
+
+
+def _available(name: str) -> bool:
+    module = _COMMANDS[name][0]
+    return importlib.util.find_spec(module) is not None
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in _COMMANDS if _available(n))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS or not _available(cmd_name):
+            return None
+        module_name, attr, _ = _COMMANDS[cmd_name]
+        return getattr(importlib.import_module(module_name), attr)
+
+    def invoke(self, ctx: click.Context):
+        # The one place a RegressError becomes a message and an exit code, for the console
+        # script and for CliRunner alike.
+        try:
+            return super().invoke(ctx)
+        except RegressError as exc:
+            click.echo(f"regress: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Use the static help lines so --help imports no subcommand module.
+        rows = [(n, _COMMANDS[n][2]) for n in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="regress")
+def cli() -> None:
+    """Regression suite and bisect toolkit for speculative decoding on DSA models.
+
+    Exit codes: 0 ok, 1 regression found (accept) or error, 2 bad input,
+    3 engine error (accept) or inconclusive (bisect). See README.md.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="regress")
