@@ -1,0 +1,333 @@
+"""Verdicts on acceptance runs: batch invariance, conditional decay, baseline and upstream gates."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from regress.acceptance.stats import RunStats
+
+#: Slack on every threshold comparison, so a value exactly on a boundary passes despite rounding
+#: (4.0 * (1 - 0.05) is not exactly 3.8 in binary floating point).
+EPS = 1e-9
+
+
+class Status(enum.StrEnum):
+    """Outcome of one check; compares equal to its string value ("pass", "regression")."""
+
+    PASS = "pass"
+    REGRESSION = "regression"
+
+
+@dataclass
+class Verdict:
+    """One check's outcome, with the numbers behind it so a reader can second-guess it.
+
+    Attributes:
+        check: which check (``batch_invariance``, ``conditional_decay``, ``baseline``,
+            ``upstream_min_al``, ``sentinel``).
+        batch_size: the batch size judged, or None for a run-independent check.
+        status: pass or regression.
+        details: the compared values, thresholds and the metrics that failed.
+    """
+
+    check: str
+    batch_size: int | None
+    status: Status
+    details: dict = field(default_factory=dict)
+
+    @property
+    def regressed(self) -> bool:
+        return self.status == Status.REGRESSION
+
+    def to_dict(self) -> dict:
+        return {
+            "check": self.check,
+            "batch_size": self.batch_size,
+            "status": str(self.status),
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Verdict:
+        return cls(
+            data["check"], data.get("batch_size"), Status(data["status"]), data.get("details", {})
+        )
+
+    def summary(self) -> str:
+        """One human line: what was judged, the outcome and the headline numbers."""
+        where = f"batch {self.batch_size}" if self.batch_size is not None else "all runs"
+        text = f"{self.status.value.upper():10s} {self.check} {where}"
+        if headline := self.details.get("headline"):
+            text += f": {headline}"
+        if failed := self.details.get("regressed_metrics"):
+            text += f"; regressed: {', '.join(failed)}"
+        return text
+
+
+def _half_width(ci: Sequence[float] | None) -> float:
+    return (ci[1] - ci[0]) / 2.0 if ci else 0.0
+
+
+def compare_metric(
+    metric: str,
+    reference: float,
+    reference_ci: Sequence[float] | None,
+    value: float,
+    value_ci: Sequence[float] | None,
+    tolerance: float,
+) -> dict:
+    """Judge whether ``value`` fell below ``reference`` by more than noise and tolerance.
+
+    A drop is a regression only when it is both larger than ``tolerance`` (relative to the
+    reference) and larger than the combined 95% CI half-widths (added in quadrature, the usual
+    approximation for the CI of a difference of two independent estimates). The tolerance keeps
+    harmless drift (batch-dependent numerics) from failing CI; the CI keeps small prompt sets from
+    producing verdicts out of noise. Rises never count: a regression is a loss of acceptance.
+
+    Returns:
+        A JSON-ready dict with both values, both CIs, the drop, the margin and ``regressed``.
+    """
+    drop = reference - value
+    relative_drop = drop / reference if reference > 0 else 0.0
+    margin = math.hypot(_half_width(reference_ci), _half_width(value_ci))
+    beyond_tolerance = relative_drop > tolerance + EPS
+    significant = drop > margin + EPS
+    return {
+        "metric": metric,
+        "reference": reference,
+        "reference_ci": list(reference_ci) if reference_ci else None,
+        "value": value,
+        "value_ci": list(value_ci) if value_ci else None,
+        "drop": drop,
+        "relative_drop": relative_drop,
+        "tolerance": tolerance,
+        "noise_margin": margin,
+        "beyond_tolerance": beyond_tolerance,
+        "significant": significant,
+        "regressed": beyond_tolerance and significant,
+    }
+
+
+def _acceptance_comparisons(reference: RunStats, run: RunStats, tolerance: float) -> list[dict]:
+    """AL and every per-position rate of ``run`` against ``reference``."""
+    rows = [
+        compare_metric(
+            "acceptance_length",
+            reference.acceptance_length,
+            reference.acceptance_length_ci,
+            run.acceptance_length,
+            run.acceptance_length_ci,
+            tolerance,
+        )
+    ]
+    for i in range(min(reference.max_draft_len, run.max_draft_len)):
+        rows.append(
+            compare_metric(
+                f"per_position[{i + 1}]",
+                reference.per_position[i],
+                reference.per_position_ci[i],
+                run.per_position[i],
+                run.per_position_ci[i],
+                tolerance,
+            )
+        )
+    return rows
+
+
+def _verdict(check: str, batch_size: int | None, rows: list[dict], extra: dict) -> Verdict:
+    failed = [r["metric"] for r in rows if r["regressed"]]
+    al = next((r for r in rows if r["metric"] == "acceptance_length"), None)
+    headline = ""
+    if al is not None:
+        headline = (
+            f"AL {al['value']:.3f} vs {al['reference']:.3f} ({-100 * al['relative_drop']:+.1f}%)"
+        )
+    positions = [int(m[len("per_position[") : -1]) for m in failed if m.startswith("per_position[")]
+    details = {
+        **extra,
+        "headline": headline,
+        "regressed_metrics": failed,
+        "first_regressed_depth": min(positions) if positions else None,
+        "metrics": rows,
+    }
+    return Verdict(check, batch_size, Status.REGRESSION if failed else Status.PASS, details)
+
+
+def reference_batch_size(batch_sizes: Sequence[int]) -> int:
+    """Batch 1 when measured, else the smallest: the batch where the stale-map bug cannot bite."""
+    return 1 if 1 in batch_sizes else min(batch_sizes)
+
+
+def batch_invariance(
+    runs: Mapping[int, RunStats], tolerance: float, *, reference_batch: int | None = None
+) -> list[Verdict]:
+    """Judge every batch size against the reference batch (batch 1) on AL and every position.
+
+    Speculative decoding is lossless and greedy acceptance must not depend on who shares the
+    batch, so any significant loss at batch > 1 is a bug (upstream's stale ``req_idx_per_token``
+    cost 13% AL at batch 8 with K=4 and nothing at batch 1). One verdict per non-reference batch.
+    """
+    if not runs:
+        return []
+    ref_b = reference_batch if reference_batch is not None else reference_batch_size(list(runs))
+    ref = runs[ref_b]
+    return [
+        _verdict(
+            "batch_invariance",
+            b,
+            _acceptance_comparisons(ref, run, tolerance),
+            {"reference_batch_size": ref_b},
+        )
+        for b, run in sorted(runs.items())
+        if b != ref_b
+    ]
+
+
+def conditional_decay(
+    runs: Mapping[int, RunStats], tolerance: float, *, reference_batch: int | None = None
+) -> list[Verdict]:
+    """Judge whether conditional acceptance falls with depth faster than at the reference batch.
+
+    The stale-map bug's fingerprint is a conditional rate that decays with draft depth (0.880,
+    0.775, 0.670, 0.596 at batch 8 against a flat 0.868, 0.864, 0.825, 0.834 at batch 1): every
+    draft step past the first reads another request's cache, so the damage compounds. The
+    statistic is the least-squares slope of conditional acceptance over depth; a regression is a
+    slope steeper than the reference's by more than ``tolerance`` times the reference's mean
+    conditional rate per depth, and by more than the combined CI half-widths. Needs K >= 2.
+    """
+    if not runs:
+        return []
+    ref_b = reference_batch if reference_batch is not None else reference_batch_size(list(runs))
+    ref = runs[ref_b]
+    if ref.conditional_slope is None:
+        return []
+    defined = [c for c in ref.conditional if c is not None]
+    threshold = tolerance * (sum(defined) / len(defined))
+    verdicts = []
+    for b, run in sorted(runs.items()):
+        if b == ref_b or run.conditional_slope is None:
+            continue
+        steepening = ref.conditional_slope - run.conditional_slope
+        margin = math.hypot(
+            _half_width(ref.conditional_slope_ci), _half_width(run.conditional_slope_ci)
+        )
+        regressed = steepening > threshold + EPS and steepening > margin + EPS
+        details = {
+            "reference_batch_size": ref_b,
+            "headline": (
+                f"slope {run.conditional_slope:+.3f}/depth vs {ref.conditional_slope:+.3f}/depth"
+            ),
+            "regressed_metrics": ["conditional_slope"] if regressed else [],
+            "slope": run.conditional_slope,
+            "slope_ci": run.conditional_slope_ci,
+            "reference_slope": ref.conditional_slope,
+            "reference_slope_ci": ref.conditional_slope_ci,
+            "steepening": steepening,
+            "threshold": threshold,
+            "noise_margin": margin,
+            "conditional": run.conditional,
+            "reference_conditional": ref.conditional,
+        }
+        verdicts.append(
+            Verdict(
+                "conditional_decay", b, Status.REGRESSION if regressed else Status.PASS, details
+            )
+        )
+    return verdicts
+
+
+def against_baseline(
+    runs: Mapping[int, RunStats],
+    baseline: Mapping[int, RunStats],
+    tolerance: float,
+    *,
+    source: str | None = None,
+) -> list[Verdict]:
+    """Judge each batch size against the same batch size of a saved baseline report.
+
+    Batch sizes the baseline lacks get no verdict (they are listed in the details of the others),
+    since comparing batch 8 against a baseline's batch 1 would mix two questions.
+    """
+    missing = sorted(set(runs) - set(baseline))
+    verdicts = []
+    for b, run in sorted(runs.items()):
+        if b not in baseline:
+            continue
+        extra = {"baseline": source, "baseline_missing_batch_sizes": missing}
+        rows = _acceptance_comparisons(baseline[b], run, tolerance)
+        verdicts.append(_verdict("baseline", b, rows, extra))
+    return verdicts
+
+
+@dataclass
+class UpstreamReference:
+    """One entry of upstream's ``tests/integration/defs/accuracy/references/acceptance_length.yaml``.
+
+    Attributes:
+        key: the test key, e.g. ``"TestGLM52NVFP4::test_mtp"``.
+        ref_al: the recorded acceptance length (may be None in a stub entry).
+        min_al: the gate; upstream writes ``0.95 * ref_al`` when it populates an entry.
+        batch_size: the batch size the gate applies to, if the entry says; else every batch size.
+        source: the file it came from.
+    """
+
+    key: str
+    ref_al: float | None
+    min_al: float
+    batch_size: int | None = None
+    source: str | None = None
+
+
+def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference) -> list[Verdict]:
+    """Upstream's own gate, ``acceptance_length >= min_al``, applied per batch size.
+
+    Mirrors ``assert_acceptance_length`` in upstream's ``accuracy_core.py``: absolute, no CI, and
+    fed with the iteration-stats AL when the engine kept those counters (ours otherwise).
+    """
+    verdicts = []
+    for b, run in sorted(runs.items()):
+        if reference.batch_size is not None and b != reference.batch_size:
+            continue
+        upstream = run.upstream_acceptance_length
+        value = upstream if upstream is not None else run.acceptance_length
+        regressed = value < reference.min_al
+        details = {
+            "key": reference.key,
+            "source": reference.source,
+            "ref_al": reference.ref_al,
+            "min_al": reference.min_al,
+            "value": value,
+            "value_from": "upstream_acceptance_length"
+            if upstream is not None
+            else "acceptance_length",
+            "headline": f"AL {value:.3f} vs min_al {reference.min_al:.3f}",
+            "regressed_metrics": ["acceptance_length"] if regressed else [],
+        }
+        verdicts.append(
+            Verdict("upstream_min_al", b, Status.REGRESSION if regressed else Status.PASS, details)
+        )
+    return verdicts
+
+
+def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Verdict]:
+    """One verdict per batch size whose run had the engine's DSA sentinel on.
+
+    A sentinel violation is a broken DSA contract observed at runtime (e.g. a token mapped to the
+    wrong request); it is a regression even when acceptance happens to look fine.
+    """
+    verdicts = []
+    for b, found in sorted(violations.items()):
+        checks = sorted({str(v.get("check", "?")) for v in found})
+        details = {
+            "violations": len(found),
+            "checks": checks,
+            "headline": f"{len(found)} violation(s): {', '.join(checks)}" if found else "clean",
+            "regressed_metrics": [f"sentinel:{c}" for c in checks],
+        }
+        verdicts.append(
+            Verdict("sentinel", b, Status.REGRESSION if found else Status.PASS, details)
+        )
+    return verdicts
