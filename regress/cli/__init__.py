@@ -17,10 +17,26 @@ from regress.errors import RegressError
 
 # name -> (module, attribute, one-line help shown by `regress --help`)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
-    "demo": ("regress.cli.demo", "demo", "Plant two regressions in a throwaway repo and bisect them."),
-    "accept": ("regress.cli.accept", "accept", "Profile MTP acceptance per batch size and judge it."),
-    "bisect": ("regress.cli.bisect", "bisect", "Find the commit that caused (or fixed) a regression."),
-    "defects": ("regress.cli.defects", "defects", "List the historical defects the reference engine replays."),
+    "demo": (
+        "regress.cli.demo",
+        "demo",
+        "Plant two regressions in a throwaway repo and bisect them.",
+    ),
+    "accept": (
+        "regress.cli.accept",
+        "accept",
+        "Profile MTP acceptance per batch size and judge it.",
+    ),
+    "bisect": (
+        "regress.cli.bisect",
+        "bisect",
+        "Find the commit that caused (or fixed) a regression.",
+    ),
+    "defects": (
+        "regress.cli.defects",
+        "defects",
+        "List the historical defects the reference engine replays.",
+    ),
     "testlist": ("regress.cli.testlist", "testlist", "Show and validate CI stage test lists."),
     "junit": ("regress.cli.junit", "junit", "Merge and summarise JUnit XML from CI stages."),
     "bot": ("regress.cli.bot", "bot", "Parse and plan /bot PR comments."),

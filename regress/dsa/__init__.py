@@ -1,0 +1,20 @@
+"""The DSA metadata contracts the two upstream bugs broke, as executable, device-agnostic code."""
+
+from regress.dsa.announce import announce_mtp_shapes
+from regress.dsa.invariants import (
+    Violation,
+    check_dense_untouched,
+    check_kv_lens_2d_width,
+    check_req_idx_map,
+)
+from regress.dsa.mapping import build_req_idx_per_token, expected_req_idx_per_token
+
+__all__ = [
+    "Violation",
+    "announce_mtp_shapes",
+    "build_req_idx_per_token",
+    "check_dense_untouched",
+    "check_kv_lens_2d_width",
+    "check_req_idx_map",
+    "expected_req_idx_per_token",
+]

@@ -1,0 +1,41 @@
+"""Announcing MTP shapes to attention metadata in the layer-wise benchmark (bug 2's contract).
+
+Mirrors the fix in ``tensorrt_llm/tools/layer_wise_benchmarks/runner.py::Runner.create_run_pack``
+(PR #17247, final revision).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def announce_mtp_shapes(metadata: Any, run_type: str, batch_size: int, seq_len_q: int) -> bool:
+    """Tell DSA metadata that each request carries ``seq_len_q`` tokens, before ``prepare()``.
+
+    In serving the executor calls ``update_spec_dec_param()``; the layer-wise benchmark did not,
+    so ``kv_lens_cuda_2d`` stayed one column wide and DeepGEMM aborted. The guard is
+    ``hasattr(metadata, "kv_lens_cuda_2d")``: that attribute exists on DSA metadata only, whereas
+    ``update_spec_dec_param`` is on the base class and, on the dense TRT-LLM backend, sets
+    ``max_total_draft_tokens`` (a kernel-selection input). Spec decoding and tree modes stay off:
+    only the shapes are wanted.
+
+    Args:
+        metadata: an attention-metadata object (TensorRT-LLM's or a reference mirror).
+        run_type: ``"CTX"`` or ``"GEN"``.
+        batch_size: requests in the pack.
+        seq_len_q: new tokens per request (``1 + num_draft`` under MTP).
+
+    Returns:
+        Whether the announcement was made.
+    """
+    if run_type != "GEN" or seq_len_q <= 1 or not hasattr(metadata, "kv_lens_cuda_2d"):
+        return False
+    metadata.update_spec_dec_param(
+        batch_size=batch_size,
+        is_spec_decoding_enabled=False,
+        is_spec_dec_tree=False,
+        is_spec_dec_dynamic_tree=False,
+        max_draft_len=seq_len_q - 1,
+        max_total_draft_tokens=seq_len_q - 1,
+    )
+    return True

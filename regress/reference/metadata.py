@@ -1,0 +1,406 @@
+"""Small, faithful mirrors of TensorRT-LLM's attention-metadata lifecycle (base, dense, DSA).
+
+Upstream (era A paths; see ``shared/trtllm-facts.md`` for the later moves):
+``tensorrt_llm/_torch/attention_backend/interface.py::AttentionMetadata``,
+``tensorrt_llm/_torch/attention_backend/trtllm.py::TrtllmAttentionMetadata`` and
+``tensorrt_llm/_torch/attention_backend/sparse/dsa.py::DSAtrtllmAttentionMetadata``.
+
+Only what the two historical bugs touch is mirrored: the counts ``on_update()`` recomputes, the
+spec-dec announcement hook, the token-to-request map and its consumers (indexer-K slot mapping and
+the local-to-global top-k conversion), and the 2-D kv-lens buffer the DeepGEMM indexer reads.
+Device buffers are preallocated at construction, as upstream's CUDA-graph buffers are, so
+everything after ``prepare()`` is legal inside a captured graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from regress.dsa.mapping import build_req_idx_per_token
+from regress.reference.defects import active_defects
+
+if TYPE_CHECKING:
+    import torch
+
+    from regress.reference.cache import PagedKVCacheManager
+
+
+class AttentionMetadata:
+    """Mirror of ``interface.py::AttentionMetadata``.
+
+    ``on_update()`` recomputes the host-side counts and nothing else: it touches no backend buffer.
+    That is the premise bug 1 broke: a caller that rewrites ``seq_lens`` and calls only
+    ``on_update()`` leaves every derived device buffer describing the old layout.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_num_requests: int,
+        max_num_tokens: int,
+        kv_cache_manager: PagedKVCacheManager | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.max_num_requests = max_num_requests
+        self.max_num_sequences = max_num_requests
+        self.max_num_tokens = max_num_tokens
+        self.kv_cache_manager = kv_cache_manager
+        self.request_ids: list[int] = []
+        self.cached_token_lens: list[int] = []
+        self._seq_lens = torch.zeros(max_num_requests, dtype=torch.int32)
+        self._seq_lens_cuda = torch.zeros(max_num_requests, dtype=torch.int32, device=self.device)
+        self._num_seqs = 0
+        self._num_contexts = 0
+        self.num_tokens = 0
+        self.num_ctx_tokens = 0
+        self.num_generations = 0
+        self.is_spec_decoding_enabled = False
+
+    # -- layout -------------------------------------------------------------------------------
+    @property
+    def num_seqs(self) -> int:
+        return self._num_seqs
+
+    @property
+    def seq_lens(self) -> torch.Tensor:
+        """Host view of the current new-token count per request."""
+        return self._seq_lens[: self._num_seqs]
+
+    @seq_lens.setter
+    def seq_lens(self, value: Sequence[int] | torch.Tensor) -> None:
+        import torch
+
+        lens = torch.as_tensor(value, dtype=torch.int32).reshape(-1)
+        if lens.numel() > self.max_num_requests:
+            raise ValueError(
+                f"{lens.numel()} requests exceed max_num_requests={self.max_num_requests}"
+            )
+        if int(lens.sum()) > self.max_num_tokens:
+            raise ValueError(
+                f"{int(lens.sum())} tokens exceed max_num_tokens={self.max_num_tokens}"
+            )
+        self._num_seqs = lens.numel()
+        self._seq_lens[: self._num_seqs].copy_(lens)
+        self._seq_lens_cuda[: self._num_seqs].copy_(lens, non_blocking=True)
+        self.on_update()
+
+    @property
+    def seq_lens_cuda(self) -> torch.Tensor:
+        """Device view of :attr:`seq_lens` (same values; what kernels read)."""
+        return self._seq_lens_cuda[: self._num_seqs]
+
+    @property
+    def num_contexts(self) -> int:
+        return self._num_contexts
+
+    @num_contexts.setter
+    def num_contexts(self, value: int) -> None:
+        self._num_contexts = int(value)
+        self.on_update()
+
+    def on_update(self) -> None:
+        """Recompute the counts from the host ``seq_lens``; no device buffer is touched."""
+        lens = self._seq_lens[: self._num_seqs]
+        self.num_tokens = int(lens.sum())
+        self.num_ctx_tokens = int(lens[: self._num_contexts].sum())
+        self.num_generations = self._num_seqs - self._num_contexts
+
+    # -- lifecycle hooks (no-ops on the base class, as upstream) ------------------------------
+    def prepare(self) -> None:
+        """Build per-forward state from the host layout. The base class has none."""
+
+    def on_update_kv_lens(self) -> None:
+        """Refresh what derives from ``kv_lens_cuda`` after an in-place change. Base: nothing."""
+
+    def update_for_spec_dec(self) -> None:
+        """Called by the MTP draft loop between sub-steps. Base: nothing."""
+
+    def update_spec_dec_param(
+        self,
+        batch_size: int,
+        is_spec_decoding_enabled: bool,
+        is_spec_dec_tree: bool,
+        is_spec_dec_dynamic_tree: bool,
+        max_draft_len: int,
+        max_total_draft_tokens: int,
+        **kwargs: Any,
+    ) -> None:
+        """The executor's spec-dec announcement hook. Every backend has it, hence bug 2's review."""
+
+
+class TrtllmAttentionMetadata(AttentionMetadata):
+    """Mirror of ``trtllm.py::TrtllmAttentionMetadata`` (the dense, non-DSA backend).
+
+    Its ``update_spec_dec_param`` sets ``max_total_draft_tokens`` whatever the arguments say; that
+    value is part of the attention op's cache key and reaches FMHA/XQA kernel selection, which is
+    why announcing MTP shapes to this backend is not inert.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        import torch
+
+        super().__init__(**kwargs)
+        self.max_total_draft_tokens: int | None = None
+        self.is_spec_dec_tree = False
+        self.is_spec_dec_dynamic_tree = False
+        self.spec_decoding_position_offsets: torch.Tensor | None = None
+        self.spec_decoding_generation_lengths: torch.Tensor | None = None
+        self.kv_lens_cuda = torch.zeros(
+            self.max_num_sequences, dtype=torch.int32, device=self.device
+        )
+        self.max_gen_seq_len = 1
+
+    def prepare(self) -> None:
+        """``kv_lens = cached + new`` per request, computed on the host and copied once."""
+        import torch
+
+        super().prepare()
+        n = self.num_seqs
+        cached = list(self.cached_token_lens[:n]) + [0] * (n - len(self.cached_token_lens))
+        kv = torch.tensor(cached, dtype=torch.int32) + self.seq_lens
+        self.kv_lens_cuda[:n].copy_(kv, non_blocking=True)
+        gen = self.seq_lens[self.num_contexts :]
+        self.max_gen_seq_len = int(gen.max()) if gen.numel() else 1
+
+    def update_spec_dec_param(
+        self,
+        batch_size: int,
+        is_spec_decoding_enabled: bool,
+        is_spec_dec_tree: bool,
+        is_spec_dec_dynamic_tree: bool,
+        max_draft_len: int,
+        max_total_draft_tokens: int,
+        **kwargs: Any,
+    ) -> None:
+        import torch
+
+        self.is_spec_decoding_enabled = is_spec_decoding_enabled
+        self.is_spec_dec_tree = is_spec_dec_tree
+        self.is_spec_dec_dynamic_tree = is_spec_dec_dynamic_tree
+        # Unconditional, as upstream: this is the assignment bug 2's review traced to kernel
+        # selection.
+        self.max_total_draft_tokens = max_total_draft_tokens
+        if is_spec_decoding_enabled:
+            width = 1 + max_total_draft_tokens
+            self.spec_decoding_position_offsets = torch.zeros(
+                self.max_num_sequences, width, dtype=torch.int32, device=self.device
+            )
+            self.spec_decoding_generation_lengths = torch.zeros(
+                self.max_num_sequences, dtype=torch.int32, device=self.device
+            )
+
+
+class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
+    """Mirror of ``sparse/dsa.py::DSAtrtllmAttentionMetadata`` with the defects it once had.
+
+    Owns ``req_idx_per_token`` (int32, ``(max_num_tokens,)``, preallocated, with a host twin) and
+    ``kv_lens_cuda_2d`` (``(max_num_sequences, 1 + max_draft_tokens)``). The map is built on the
+    host in ``prepare()`` and, since PR #16925, rebuilt on device at the top of every
+    ``on_update_kv_lens()``. Pass ``defects`` (or set ``REGRESS_DEFECTS``) to replay an older state.
+    """
+
+    def __init__(
+        self, *, max_draft_tokens: int = 0, defects: Iterable[str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.defects = active_defects(defects)
+        self.max_draft_tokens = max_draft_tokens
+        self._create_buffers_for_indexer()
+
+    def _create_buffers_for_indexer(self) -> None:
+        import torch
+
+        dev = self.device
+        self.req_idx_per_token = torch.zeros(self.max_num_tokens, dtype=torch.int32, device=dev)
+        self.host_req_idx_per_token = torch.zeros(self.max_num_tokens, dtype=torch.int32)
+        # Scratch for the capture-safe rebuild; the arange doubles as the static buffer the
+        # closed #17240 approach copied from.
+        self._cu_seq_lens = torch.zeros(self.max_num_sequences, dtype=torch.int32, device=dev)
+        self._token_arange = torch.arange(self.max_num_tokens, dtype=torch.int32, device=dev)
+        self.slot_mapping = torch.zeros(self.max_num_tokens, dtype=torch.int64, device=dev)
+        mgr = self.kv_cache_manager
+        max_blocks = mgr.max_blocks_per_seq if mgr is not None else 1
+        self.tokens_per_block = mgr.tokens_per_block if mgr is not None else 1
+        self.indexer_k_cache_block_offsets = torch.zeros(
+            self.max_num_sequences, max_blocks, dtype=torch.int32, device=dev
+        )
+        self._alloc_kv_lens_cuda_2d()
+        self._pool_view: torch.Tensor | None = None
+
+    def _alloc_kv_lens_cuda_2d(self) -> None:
+        import torch
+
+        self.kv_lens_cuda_2d = torch.zeros(
+            self.max_num_sequences, 1 + self.max_draft_tokens, dtype=torch.int32, device=self.device
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Per target forward: kv lens, block tables, and the map built on the host.
+
+        The host ``repeat_interleave`` is the pre-#16925 construction; it is kept out of the
+        captured region by doing it here, once per forward.
+        """
+        import torch
+
+        super().prepare()
+        n = self.num_seqs
+        if self.kv_cache_manager is not None and n:
+            rows = self.kv_cache_manager.block_table_rows(self.request_ids[:n])
+            self.indexer_k_cache_block_offsets[:n].copy_(
+                torch.tensor(rows, dtype=torch.int32), non_blocking=True
+            )
+        host_map = torch.repeat_interleave(
+            torch.arange(n, dtype=torch.int32), self.seq_lens.to(torch.int64)
+        )
+        self.host_req_idx_per_token[: self.num_tokens].copy_(host_map)
+        self.req_idx_per_token[: self.num_tokens].copy_(
+            self.host_req_idx_per_token[: self.num_tokens], non_blocking=True
+        )
+        self.on_update_kv_lens()
+
+    def on_update_kv_lens(self) -> None:
+        """Device-only refresh after ``seq_lens``/``kv_lens_cuda`` changed in place.
+
+        Order matters and mirrors the fix: the map first, then everything derived from it (the
+        pool-view cache is dropped, the indexer-K slot mapping recomputed), then the 2-D kv lens.
+        """
+        super().on_update_kv_lens()
+        self._refresh_req_idx_per_token()
+        self._invalidate_pool_view_cache()
+        if self.num_tokens > 0:
+            self._compute_slot_mapping()
+        self._fill_kv_lens_cuda_2d()
+
+    def update_for_spec_dec(self) -> None:
+        super().update_for_spec_dec()
+        self.max_gen_seq_len = 1
+        self.on_update_kv_lens()
+
+    def update_spec_dec_param(
+        self,
+        batch_size: int,
+        is_spec_decoding_enabled: bool,
+        is_spec_dec_tree: bool,
+        is_spec_dec_dynamic_tree: bool,
+        max_draft_len: int,
+        max_total_draft_tokens: int,
+        **kwargs: Any,
+    ) -> None:
+        """Super's bookkeeping, then resize ``kv_lens_cuda_2d`` to ``1 + max_draft_len`` columns.
+
+        Not gated on ``is_spec_decoding_enabled``: passing ``False`` still gets the shapes, which
+        is what the layer-wise benchmark fix relies on.
+        """
+        super().update_spec_dec_param(
+            batch_size,
+            is_spec_decoding_enabled,
+            is_spec_dec_tree,
+            is_spec_dec_dynamic_tree,
+            max_draft_len,
+            max_total_draft_tokens,
+            **kwargs,
+        )
+        if max_draft_len != self.max_draft_tokens:
+            self.max_draft_tokens = max_draft_len
+            self._alloc_kv_lens_cuda_2d()
+
+    # -- the contract bug 1 broke ---------------------------------------------------------------
+    def _refresh_req_idx_per_token(self) -> None:
+        if "stale_req_idx" in self.defects:
+            return  # pre-#16925: the map from prepare() is reused whatever the layout now is
+        if "arange_only_refresh" in self.defects:
+            # The closed #17240 approach: right only when every request has exactly one token.
+            if self.num_tokens == self.num_seqs:
+                self.req_idx_per_token[: self.num_tokens].copy_(
+                    self._token_arange[: self.num_tokens]
+                )
+            return
+        build_req_idx_per_token(
+            self.seq_lens_cuda,
+            self.num_tokens,
+            out=self.req_idx_per_token,
+            cu_seq_lens=self._cu_seq_lens,
+            token_arange=self._token_arange,
+        )
+
+    # -- consumers of the map ---------------------------------------------------------------------
+    def _compute_slot_mapping(self) -> None:
+        """Indexer-K write slots: ``block_table[req][pos // tpb] * tpb + pos % tpb``.
+
+        ``pos = start_position[req] + offset`` with ``req`` read from the map, as in upstream's
+        ``on_update_kv_lens``; with a stale map, draft tokens land in another request's pages.
+        """
+        import torch
+
+        n, t = self.num_seqs, self.num_tokens
+        seq_lens = self.seq_lens_cuda.to(torch.int64)
+        start = self.kv_lens_cuda[:n].to(torch.int64) - seq_lens
+        req = self.req_idx_per_token[:t].to(torch.int64).clamp_(0, max(n - 1, 0))
+        seq_starts = torch.cumsum(seq_lens, 0) - seq_lens
+        offsets = self._token_arange[:t].to(torch.int64) - seq_starts[req]
+        pos = (start[req] + offsets).clamp_(min=0)
+        rows = self.indexer_k_cache_block_offsets[req]
+        self.slot_mapping[:t] = self._slots(rows, pos.unsqueeze(-1)).squeeze(-1)
+
+    def _slots(self, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Physical slots of logical positions ``pos[i, :]`` through block-table row ``rows[i]``."""
+        import torch
+
+        tpb = self.tokens_per_block
+        col = torch.div(pos, tpb, rounding_mode="floor").clamp_(0, rows.shape[-1] - 1)
+        return rows.gather(-1, col).to(torch.int64) * tpb + pos % tpb
+
+    def _invalidate_pool_view_cache(self) -> None:
+        self._pool_view = None
+
+    def _ensure_pool_view_cached(self) -> torch.Tensor:
+        """Per-token block-table rows gathered through the map (upstream's pool-view cache)."""
+        if self._pool_view is None:
+            import torch
+
+            req = self.req_idx_per_token[: self.num_tokens].to(torch.int64)
+            req = req.clamp(0, max(self.num_seqs - 1, 0))
+            self._pool_view = self.indexer_k_cache_block_offsets[req]
+        return self._pool_view
+
+    def local_to_global(self, local_idx: torch.Tensor) -> torch.Tensor:
+        """Convert per-token local top-k positions ``(num_tokens, k)`` to global pool slots.
+
+        Mirrors ``triton_convert_req_index_to_global_index`` fed by the pool-view cache: the
+        block table used for token ``t`` is that of request ``req_idx_per_token[t]``. Negative
+        (padding) entries stay ``-1``.
+        """
+        import torch
+
+        valid = local_idx >= 0
+        slots = self._slots(self._ensure_pool_view_cached(), local_idx.clamp(min=0).to(torch.int64))
+        return torch.where(valid, slots, torch.full_like(slots, -1))
+
+    def _fill_kv_lens_cuda_2d(self) -> None:
+        """Context length seen by each of the ``next_n`` query tokens of every generation request.
+
+        Only as many columns as the buffer has are filled: the indexer then slices
+        ``[:num_generations, :next_n]`` and gets fewer columns than ``next_n`` when the width was
+        never announced, which is what DeepGEMM's host assert rejects.
+        """
+
+        g = self.num_generations
+        if g <= 0:
+            return
+        next_n = (self.num_tokens - self.num_ctx_tokens) // g
+        cols = min(next_n, self.kv_lens_cuda_2d.shape[1])
+        kv = self.kv_lens_cuda[self.num_contexts : self.num_seqs].unsqueeze(1)
+        # Column j is query token j of next_n: it sees all but the (next_n - 1 - j) later ones.
+        hidden_after = (next_n - 1) - self._token_arange[:cols]
+        self.kv_lens_cuda_2d[:g, :cols] = kv - hidden_after
+
+    def gen_context_lens(self) -> torch.Tensor:
+        """What the DeepGEMM indexer is handed: ``kv_lens_cuda_2d[:num_generations, :next_n]``."""
+        g = self.num_generations
+        next_n = (self.num_tokens - self.num_ctx_tokens) // g if g else 0
+        return self.kv_lens_cuda_2d[:g, :next_n]

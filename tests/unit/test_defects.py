@@ -1,0 +1,89 @@
+"""Every historical defect is caught: by the contract battery and by the unit suite itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from regress.errors import UsageError
+from regress.reference import metadata as metadata_module
+from regress.reference.defects import DEFECTS, ENV_VAR, active_defects, validate_defects
+from regress.reference.scenarios import run_contract_battery
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT_TESTS = ["tests/unit/test_metadata.py", "tests/unit/test_announce.py"]
+
+
+def test_correct_code_passes_the_battery():
+    assert run_contract_battery() == []  # honours REGRESS_DEFECTS: fails when one is set
+
+
+@pytest.mark.parametrize("name", sorted(DEFECTS))
+def test_battery_catches_each_defect(name):
+    violations = run_contract_battery(defects={name})
+    assert violations, f"no contract check catches defect {name!r}: add a scenario for it"
+    assert all(v.details.get("scenario") for v in violations)
+
+
+@pytest.mark.parametrize("name", sorted(DEFECTS))
+def test_unit_suite_fails_with_each_defect_switched_on(name):
+    """The literal promise: REGRESS_DEFECTS=<defect> pytest <contract tests> fails."""
+    env = {**os.environ, ENV_VAR: name, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            *CONTRACT_TESTS,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert " failed" in proc.stdout
+
+
+def test_stale_builder_is_caught(monkeypatch):
+    """Replacing build_req_idx_per_token with one that leaves the old map fails the battery."""
+
+    def stale_build(seq_lens, num_tokens, out=None, **_):
+        return out[:num_tokens]  # returns whatever prepare() left there
+
+    monkeypatch.setattr(metadata_module, "build_req_idx_per_token", stale_build)
+    checks = {v.check for v in run_contract_battery(defects=())}
+    assert "req_idx_map" in checks
+
+
+def test_registry_entries_are_documented():
+    for name, defect in DEFECTS.items():
+        assert defect.name == name
+        assert defect.summary and defect.upstream and defect.symptom
+
+
+def test_env_var_selects_defects(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "stale_req_idx, method_hasattr_guard")
+    assert active_defects() == {"stale_req_idx", "method_hasattr_guard"}
+    assert active_defects(()) == frozenset()  # explicit beats the environment
+    monkeypatch.delenv(ENV_VAR)
+    assert active_defects() == frozenset()
+
+
+def test_unknown_defect_is_a_usage_error_listing_known_ones():
+    with pytest.raises(UsageError, match="stale_req_idx") as info:
+        validate_defects(["stale_map"])
+    assert info.value.exit_code == 2
+    assert "stale_map" in str(info.value)
