@@ -1,0 +1,77 @@
+"""Baselines to judge a run against: a saved acceptance report or an upstream YAML gate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from regress.acceptance.report import Report
+from regress.acceptance.verdicts import UpstreamReference
+from regress.errors import UsageError
+
+Baseline = Report | UpstreamReference
+
+
+def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> UpstreamReference:
+    """Read one entry of an upstream-style ``acceptance_length.yaml``.
+
+    The file maps test keys to ``{ref_al, min_al}``. Like upstream's ``assert_acceptance_length``,
+    a missing ``min_al`` falls back to ``0.95 * ref_al`` only when ``ref_al`` is known.
+
+    Args:
+        path: the YAML file.
+        key: the test key; may be omitted when the file has exactly one entry.
+
+    Raises:
+        UsageError: unreadable file, unknown key, or an entry with neither ``min_al`` nor ``ref_al``.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read baseline {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"baseline {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not data:
+        raise UsageError(
+            f"baseline {path} has no entries; expected 'TestKey: {{ref_al: .., min_al: ..}}'"
+        )
+    if key is None:
+        if len(data) != 1:
+            keys = ", ".join(sorted(map(str, data))[:10])
+            raise UsageError(
+                f"baseline {path} has {len(data)} entries; pick one with {path}#KEY (keys: {keys})"
+            )
+        key = next(iter(data))
+    if key not in data:
+        raise UsageError(
+            f"baseline {path} has no entry '{key}'; keys: {', '.join(sorted(map(str, data))[:10])}"
+        )
+    entry = data[key] or {}
+    ref_al = entry.get("ref_al")
+    min_al = entry.get("min_al")
+    if min_al is None and ref_al is not None:
+        min_al = 0.95 * float(ref_al)
+    if min_al is None:
+        raise UsageError(
+            f"baseline entry '{key}' in {path} has min_al: null and ref_al: null; populate it first"
+        )
+    return UpstreamReference(
+        key=str(key),
+        ref_al=None if ref_al is None else float(ref_al),
+        min_al=float(min_al),
+        batch_size=entry.get("batch_size"),
+        source=str(path),
+    )
+
+
+def load_baseline(spec: str | os.PathLike) -> Baseline:
+    """Load ``--baseline``: a report written by ``--json``, or ``FILE.yaml[#KEY]`` in upstream's format."""
+    text = str(spec)
+    path, _, key = text.partition("#")
+    if path.endswith((".yaml", ".yml")):
+        return load_upstream_reference(path, key or None)
+    if key:
+        raise UsageError(f"--baseline {text}: '#KEY' selects an entry of a .yaml file only")
+    return Report.load(path)

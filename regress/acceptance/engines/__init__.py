@@ -1,0 +1,67 @@
+"""Inference engines the profiler can drive, all behind one small Protocol.
+
+An engine adapter turns prompts into :class:`~regress.acceptance.trace.RequestTrace` objects at a
+given batch size and draft length. Adapters may also expose, as plain attributes the profiler
+reads with ``getattr`` after each run:
+
+* ``last_counters``: upstream-style iteration-stats sums (``num_draft_tokens``,
+  ``num_accepted_tokens``, ``num_requests_with_draft_tokens``) for the last run, or None;
+* ``last_notes``: remarks about the last run (cross-check mismatches, batch size not reached);
+* ``sentinel_violations``: the runtime DSA sentinel's findings so far, or None when it is off;
+* ``options``: a JSON-ready dict of how the engine was configured, for the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from regress.acceptance.trace import RequestTrace
+from regress.errors import UsageError
+
+#: A prompt: token ids, or text for engines that own a tokenizer.
+Prompt = Sequence[int] | str
+
+#: progress(done_requests, total_requests), called from the engine as requests finish.
+EngineProgress = Callable[[int, int], None]
+
+ENGINE_NAMES = ("reference", "trtllm")
+
+
+@runtime_checkable
+class AcceptanceEngine(Protocol):
+    """What the profiler needs from an engine."""
+
+    name: str
+    model: str
+
+    def run(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        batch_size: int,
+        max_draft_len: int,
+        max_new_tokens: int,
+        progress: EngineProgress | None = None,
+    ) -> list[RequestTrace]:
+        """Generate every prompt with ``batch_size`` requests in flight; one trace per prompt."""
+        ...
+
+    def default_prompts(self, limit: int | None = None) -> list[Prompt]:
+        """Prompts to use when the user gives none (may raise UsageError to demand some)."""
+        ...
+
+
+def get_engine(name: str, **options) -> AcceptanceEngine:
+    """Build an engine adapter by name; its heavy imports happen here, not at module import.
+
+    Raises:
+        UsageError: for an unknown engine name or options it does not take.
+    """
+    if name == "reference":
+        from regress.acceptance.engines.reference import ReferenceAcceptanceEngine as cls
+    elif name == "trtllm":
+        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as cls
+    else:
+        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(ENGINE_NAMES)}")
+    return cls(**options)

@@ -1,0 +1,145 @@
+"""Adapter from the profiler to regress's CPU reference engine (``regress.reference.engine``)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from regress.acceptance.engines import EngineProgress, Prompt
+from regress.acceptance.trace import RequestTrace
+from regress.errors import EngineError, RegressError, UsageError
+
+ENGINE_MODULE = "regress.reference.engine"
+PROMPTS_MODULE = "regress.reference.prompts"
+
+
+def _import(module: str) -> Any:
+    # The reference engine imports torch; importing it here, not at module load, keeps
+    # `regress --help` and the pure statistics free of torch.
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            raise EngineError(
+                f"the reference engine module '{module}' is not available in this checkout; "
+                "update regress, or use --engine trtllm"
+            ) from exc
+        raise
+
+
+class ReferenceAcceptanceEngine:
+    """Drives ``regress.reference.engine.ReferenceEngine``: a tiny DSA model with MTP-Eagle drafts.
+
+    The reference engine replays upstream defects on demand (``defects=["stale_req_idx"]``), which
+    is what makes the profiler's verdicts testable without a GPU.
+
+    Args:
+        device: ``"cpu"`` or ``"cuda"``.
+        defects: defect names to switch on (an empty list means none, whatever the environment).
+        cuda_graph: passed through; the reference engine may ignore it on CPU.
+        seed: the engine's weight seed.
+        sentinel: run the DSA runtime sentinel; its findings land in the report.
+        model: refused: the reference engine has one built-in model.
+        engine_factory: builds the engine from the keyword options (tests inject fakes here).
+    """
+
+    name = "reference"
+
+    def __init__(
+        self,
+        *,
+        device: str = "cpu",
+        defects: Iterable[str] | None = None,
+        cuda_graph: bool | None = None,
+        seed: int = 0,
+        sentinel: bool = False,
+        model: str | None = None,
+        engine_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        if model:
+            raise UsageError(
+                "the reference engine has its own built-in model; drop --model, or use --engine trtllm"
+            )
+        if device not in ("cpu", "cuda"):
+            raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+        self.options = {
+            "device": device,
+            "defects": sorted(defects) if defects is not None else None,
+            "cuda_graph": cuda_graph,
+            "seed": seed,
+            "sentinel": sentinel,
+        }
+        factory = engine_factory or _import(ENGINE_MODULE).ReferenceEngine
+        try:
+            self._engine = factory(
+                device=device, defects=defects, cuda_graph=cuda_graph, seed=seed, sentinel=sentinel
+            )
+        except RegressError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"the reference engine failed to start on {device}: {exc}") from exc
+        self.model = str(getattr(self._engine, "model_name", "reference"))
+        self.last_counters: dict[str, int] | None = None
+        self.last_notes: list[str] = []
+        self.last_wall_seconds: float | None = None
+
+    @property
+    def sentinel_violations(self) -> list[dict] | None:
+        """The engine's sentinel findings so far, or None when the sentinel is off."""
+        if not self.options["sentinel"]:
+            return None
+        return [dict(v) for v in getattr(self._engine, "sentinel_violations", None) or []]
+
+    def default_prompts(self, limit: int | None = None) -> list[Prompt]:
+        """The reference engine's built-in token prompts."""
+        return list(_import(PROMPTS_MODULE).load_prompts(limit=limit))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of a text prompt, if the reference engine ships a tokenizer.
+
+        Raises:
+            UsageError: when it does not (its vocabulary is synthetic, so text has no meaning).
+        """
+        module = _import(PROMPTS_MODULE)
+        encode = getattr(module, "encode", None) or getattr(module, "tokenize", None)
+        if encode is None:
+            raise UsageError(
+                "the reference engine has a synthetic vocabulary and no tokenizer, so text prompts "
+                'mean nothing to it; give {"token_ids": [...]} lines in --prompts, or use '
+                "--engine trtllm for text"
+            )
+        return list(encode(text))
+
+    def run(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        batch_size: int,
+        max_draft_len: int,
+        max_new_tokens: int,
+        progress: EngineProgress | None = None,
+    ) -> list[RequestTrace]:
+        """Generate every prompt in waves of ``batch_size``; one trace per prompt, in prompt order."""
+        token_prompts = [self.tokenize(p) if isinstance(p, str) else list(p) for p in prompts]
+        result = self._engine.generate(
+            token_prompts,
+            batch_size=batch_size,
+            max_draft_len=max_draft_len,
+            max_new_tokens=max_new_tokens,
+            progress=progress,
+        )
+        counters = getattr(result, "counters", None)
+        self.last_counters = dict(counters) if counters else None
+        self.last_wall_seconds = getattr(result, "wall_seconds", None)
+        self.last_notes = []
+        traces = [
+            RequestTrace(
+                accepted=[int(a) for a in r.accepted],
+                tokens=list(r.tokens) if getattr(r, "tokens", None) is not None else None,
+                prompt_index=getattr(r, "prompt_index", n),
+            )
+            for n, r in enumerate(result.requests)
+        ]
+        traces.sort(key=lambda t: t.prompt_index if t.prompt_index is not None else -1)
+        return traces

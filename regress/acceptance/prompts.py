@@ -1,0 +1,58 @@
+"""Prompt files for ``regress accept --prompts``: JSONL of token ids or text."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from regress.acceptance.engines import Prompt
+from regress.errors import UsageError
+
+
+def parse_prompt_line(line: str, where: str) -> Prompt:
+    """One JSONL line: ``{"token_ids": [int, ...]}`` or ``{"prompt": "text"}``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
+    if not isinstance(obj, dict):
+        raise UsageError(f'{where}: expected an object with "token_ids" or "prompt"')
+    if "token_ids" in obj:
+        ids = obj["token_ids"]
+        if (
+            not isinstance(ids, list)
+            or not ids
+            or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids)
+        ):
+            raise UsageError(f'{where}: "token_ids" must be a non-empty list of non-negative ints')
+        return ids
+    if "prompt" in obj:
+        text = obj["prompt"]
+        if not isinstance(text, str) or not text:
+            raise UsageError(f'{where}: "prompt" must be a non-empty string')
+        return text
+    raise UsageError(f'{where}: expected a "token_ids" or a "prompt" key, got {sorted(obj)}')
+
+
+def load_prompt_file(path: str | os.PathLike, limit: int | None = None) -> list[Prompt]:
+    """Read prompts from a JSONL file; blank lines are skipped.
+
+    Raises:
+        UsageError: unreadable file, a malformed line (named by line number), or no prompts.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read prompts file {path}: {exc.strerror}") from exc
+    prompts: list[Prompt] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            prompts.append(parse_prompt_line(line, f"{path}:{n}"))
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise UsageError(
+            f'prompts file {path} holds no prompts; one JSON object per line, e.g. {{"token_ids": [1, 2, 3]}}'
+        )
+    return prompts
