@@ -1,0 +1,372 @@
+"""Attach the DSA sentinel to every live TensorRT-LLM DSA metadata object, in every process."""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import functools
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# How it reaches the objects. TensorRT-LLM builds its attention metadata deep inside the executor
+# (once per engine, again for each CUDA-graph batch size through ``copy.copy`` + ``__post_init__``)
+# and, for TP > 1 and by default even for TP = 1, inside MPI worker processes spawned by
+# ``MpiPoolSession``. So the hook (1) wraps the DSA metadata class's ``__post_init__`` (every
+# construction and every CUDA-graph copy passes through it) to attach a sentinel to the new object;
+# (2) installs lazily, when the DSA module is imported, so it never imports ``tensorrt_llm`` itself;
+# (3) reaches the workers through an initializer added to the ``MPIPoolExecutor`` that
+# ``tensorrt_llm.llmapi.mpi_session`` creates; (4) records what it attached and every violation as
+# JSON lines under a sink directory, one file per process, read by the test after shutdown.
+# Only the standard library is imported here, so running as a worker initializer cannot disturb
+# the worker's CUDA or MPI state.
+
+DEFAULT_SENTINEL = "regress.dsa.sentinel:Sentinel"
+DEFAULT_CLASS = "DSAtrtllmAttentionMetadata"
+_MARK = "_regress_sentinel"  # instance attribute: (owner id, names attach() added)
+_CLASS_MARK = "_regress_sentinel_patch"  # class attribute: the undo function of the class patch
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """What to hook and where to record; picklable, so it travels to MPI workers as-is.
+
+    Attributes:
+        sink_dir: directory receiving one ``<pid>.jsonl`` file per process.
+        module_names: modules that define or re-export the DSA metadata class (see
+            ``regress.trtllm.paths.TrtllmLayout.dsa_module_names``); the first one imported wins.
+        class_name: the metadata class to hook.
+        sentinel: ``"module:attr"`` of a zero-argument factory returning an object with
+            ``attach(metadata)`` and a ``violations`` sequence.
+        flush_methods: metadata methods after which new violations are written out, so a worker
+            that dies without running ``atexit`` has still recorded what it saw.
+    """
+
+    sink_dir: str
+    module_names: tuple[str, ...]
+    class_name: str = DEFAULT_CLASS
+    sentinel: str = DEFAULT_SENTINEL
+    flush_methods: tuple[str, ...] = ("prepare",)
+
+
+def resolve_factory(spec: str) -> Callable[[], Any]:
+    """Import ``"package.module:attr"`` and return the attribute."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError(f"sentinel factory must look like 'module:attr', got {spec!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _as_record(violation: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(violation) and not isinstance(violation, type):
+        return dataclasses.asdict(violation)
+    if isinstance(violation, dict):
+        return dict(violation)
+    return {"message": str(violation)}
+
+
+class Recorder:
+    """Attaches one sentinel per metadata object and appends records to this process's file."""
+
+    def __init__(self, config: HookConfig, factory: Callable[[], Any] | None = None) -> None:
+        self.config = config
+        self._factory = factory
+        self._sentinels: list[Any] = []
+        self._written: dict[int, int] = {}  # sentinel index -> violations already written
+        self._lock = threading.Lock()
+        self.path = Path(config.sink_dir) / f"{os.getpid()}.jsonl"
+
+    def _write(self, records: Iterable[dict[str, Any]]) -> None:
+        lines = [json.dumps(r, default=repr, sort_keys=True) + "\n" for r in records]
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.writelines(lines)
+            handle.flush()
+
+    def error(self, where: str, exc: BaseException) -> None:
+        """Record a hook failure; a test treats it as a failed check, never as silence."""
+        self._write([{"event": "error", "pid": os.getpid(), "where": where, "error": repr(exc)}])
+
+    def on_instance(self, metadata: Any) -> None:
+        """Attach a fresh sentinel, stripping wrappers a ``copy.copy`` brought from the original."""
+        state = getattr(metadata, "__dict__", None)
+        mark = state.get(_MARK) if state is not None else None
+        if mark is not None and mark[0] == id(metadata):
+            return  # __post_init__ ran twice on one object (subclass chains): attached already
+        if mark is not None:
+            for name in mark[1]:
+                state.pop(name, None)  # bound to the original object, not to this copy
+        before = set(state) if state is not None else set()
+        try:
+            if self._factory is None:
+                self._factory = resolve_factory(self.config.sentinel)
+            sentinel = self._factory()
+            sentinel.attach(metadata)
+        except Exception as exc:
+            self.error(f"attach to {type(metadata).__qualname__}", exc)
+            return
+        if state is not None:
+            added = tuple(sorted(set(state) - before - {_MARK}))
+            state[_MARK] = (id(metadata), added)
+        with self._lock:
+            self._sentinels.append(sentinel)
+        self._write(
+            [
+                {
+                    "event": "attached",
+                    "pid": os.getpid(),
+                    "class": f"{type(metadata).__module__}.{type(metadata).__qualname__}",
+                    "copy": mark is not None,
+                }
+            ]
+        )
+
+    def flush(self) -> None:
+        """Write violations not yet written (cheap when there are none)."""
+        records = []
+        with self._lock:
+            for index, sentinel in enumerate(self._sentinels):
+                violations = list(getattr(sentinel, "violations", ()) or ())
+                done = self._written.get(index, 0)
+                for violation in violations[done:]:
+                    records.append(
+                        {"event": "violation", "pid": os.getpid(), **_as_record(violation)}
+                    )
+                self._written[index] = len(violations)
+        self._write(records)
+
+    @property
+    def violations(self) -> list[Any]:
+        return [v for s in self._sentinels for v in (getattr(s, "violations", ()) or ())]
+
+    @property
+    def attached(self) -> int:
+        return len(self._sentinels)
+
+
+def patch_class(cls: type, recorder: Recorder) -> Callable[[], None]:
+    """Wrap ``cls.__post_init__`` (or ``__init__``) and the flush methods; return the undo.
+
+    Only ``cls`` itself is changed (its own ``__dict__``), so base classes and sibling backends are
+    untouched, while subclasses that chain to ``super().__post_init__()`` are covered. Patching a
+    class twice is a no-op that returns the first undo.
+    """
+    if _CLASS_MARK in cls.__dict__:
+        return cls.__dict__[_CLASS_MARK]
+    init_name = "__post_init__" if hasattr(cls, "__post_init__") else "__init__"
+    saved: dict[str, Any] = {}
+
+    def wrap(name: str, after: Callable[[Any], None]) -> None:
+        original = getattr(cls, name)
+        saved[name] = cls.__dict__.get(name, _ABSENT)
+
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, *args, **kwargs)
+            after(self)
+            return result
+
+        setattr(cls, name, wrapper)
+
+    wrap(init_name, recorder.on_instance)
+    for name in recorder.config.flush_methods:
+        if callable(getattr(cls, name, None)):
+            wrap(name, lambda _self: recorder.flush())
+
+    def undo() -> None:
+        for name, value in saved.items():
+            if value is _ABSENT:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, value)
+        if _CLASS_MARK in cls.__dict__:
+            delattr(cls, _CLASS_MARK)
+
+    setattr(cls, _CLASS_MARK, undo)
+    return undo
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Runs a callback right after one of the watched modules has executed."""
+
+    def __init__(self, names: Iterable[str], callback: Callable[[Any], None]) -> None:
+        self.names = set(names)
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.names:
+            return None
+        others = [f for f in sys.meta_path if f is not self]
+        for finder in others:
+            spec = (
+                finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
+            )
+            if spec is not None and spec.loader is not None:
+                spec.loader = _CallbackLoader(spec.loader, self.callback)
+                return spec
+        return None
+
+
+class _CallbackLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, callback: Callable[[Any], None]) -> None:
+        self.loader = loader
+        self.callback = callback
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        self.callback(module)
+
+
+def when_imported(names: Iterable[str], callback: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``callback(module)`` for each watched module: now if imported, else once it is.
+
+    Returns the undo (removes the import hook).
+    """
+    names = tuple(names)
+    for name in names:
+        if name in sys.modules:
+            callback(sys.modules[name])
+    finder = _PostImportFinder(names, callback)
+    sys.meta_path.insert(0, finder)
+
+    def undo() -> None:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+    return undo
+
+
+@dataclass
+class Installation:
+    """The hook installed in this process: its recorder and how to take it out again."""
+
+    recorder: Recorder
+    undos: list[Callable[[], None]] = field(default_factory=list)
+
+    def uninstall(self) -> None:
+        self.recorder.flush()
+        atexit.unregister(self.recorder.flush)
+        for undo in reversed(self.undos):
+            undo()
+        self.undos.clear()
+
+
+def install(config: HookConfig, factory: Callable[[], Any] | None = None) -> Installation:
+    """Install the hook in the current process; it takes effect when the DSA module is imported."""
+    recorder = Recorder(config, factory)
+    installation = Installation(recorder)
+
+    def on_module(module: Any) -> None:
+        cls = getattr(module, config.class_name, None)
+        if isinstance(cls, type):
+            installation.undos.append(patch_class(cls, recorder))
+
+    installation.undos.append(when_imported(config.module_names, on_module))
+    atexit.register(recorder.flush)
+    return installation
+
+
+def install_in_worker(config: HookConfig, chained: Any = None, chained_args: tuple = ()) -> None:
+    """``MPIPoolExecutor`` initializer: install the hook, then run any initializer it replaced."""
+    try:
+        install(config)
+    except Exception as exc:  # record, never break the worker
+        Recorder(config).error("install_in_worker", exc)
+    if chained is not None:
+        chained(*chained_args)
+
+
+def patch_mpi_pool(mpi_session_module: Any, config: HookConfig) -> Callable[[], None]:
+    """Make every ``MPIPoolExecutor`` created by ``mpi_session_module`` run ``install_in_worker``.
+
+    ``tensorrt_llm.llmapi.mpi_session`` builds its pool with ``MPIPoolExecutor(max_workers=...,
+    path=sys.path, ...)`` (and, in newer releases, a filtered ``env``); replacing the name in that
+    module adds an initializer without re-implementing ``_start_mpi_pool``, whatever arguments a
+    given release passes. An initializer it already had still runs, after ours.
+    """
+    real = mpi_session_module.MPIPoolExecutor
+
+    def executor(*args: Any, **kwargs: Any) -> Any:
+        chained = kwargs.pop("initializer", None)
+        chained_args = tuple(kwargs.pop("initargs", ()))
+        kwargs["initializer"] = install_in_worker
+        kwargs["initargs"] = (config, chained, chained_args)
+        return real(*args, **kwargs)
+
+    mpi_session_module.MPIPoolExecutor = executor
+
+    def undo() -> None:
+        mpi_session_module.MPIPoolExecutor = real
+
+    return undo
+
+
+@dataclass(frozen=True)
+class SentinelReport:
+    """What every process recorded: attachments, violations and hook errors."""
+
+    attached: list[dict[str, Any]]
+    violations: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+
+    @property
+    def clean(self) -> bool:
+        """True only when the sentinel ran (something attached) and saw nothing wrong."""
+        return bool(self.attached) and not self.violations and not self.errors
+
+
+def read_report(sink_dir: Path | str) -> SentinelReport:
+    """Merge the JSON-lines files of every process under ``sink_dir``."""
+    attached, violations, errors = [], [], []
+    for path in sorted(Path(sink_dir).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a worker killed mid-write leaves a torn last line
+                errors.append({"event": "error", "where": str(path), "error": f"bad line {line!r}"})
+                continue
+            {"attached": attached, "violation": violations}.get(record.get("event"), errors).append(
+                record
+            )
+    return SentinelReport(attached, violations, errors)
+
+
+@contextmanager
+def sentinel_session(
+    config: HookConfig,
+    *,
+    mpi_session_module: Any = None,
+    factory: Callable[[], Any] | None = None,
+) -> Iterator[Installation]:
+    """Hook this process and, when given, the MPI workers; undo both on exit.
+
+    Args:
+        config: what to hook and where to record.
+        mpi_session_module: ``tensorrt_llm.llmapi.mpi_session`` (passed in so that this module
+            never imports TensorRT-LLM; unit tests pass a fake), or None for in-process only.
+        factory: sentinel factory for this process (workers always use ``config.sentinel``).
+    """
+    installation = install(config, factory)
+    if mpi_session_module is not None:
+        installation.undos.append(patch_mpi_pool(mpi_session_module, config))
+    try:
+        yield installation
+    finally:
+        installation.uninstall()

@@ -1,0 +1,230 @@
+"""What a TensorRT-LLM test needs (package, checkpoint, GPUs, architecture) and why it must skip."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODELS_ROOT_ENV = "LLM_MODELS_ROOT"
+# Mirrors upstream tests' llm_models_root(): $LLM_MODELS_ROOT first, then the CI cluster mounts.
+DEFAULT_FALLBACK_ROOTS: tuple[str, ...] = (
+    "/home/scratch.trt_llm_data_ci/llm-models",
+    "/scratch.trt_llm_data/llm-models",
+)
+
+HOPPER = 90
+BLACKWELL = 100
+_ARCH_NAMES = {HOPPER: "Hopper", BLACKWELL: "Blackwell"}
+
+
+def arch_name(sm: int) -> str:
+    """``90 -> "Hopper (sm90)"``; other values print as ``smNN``."""
+    name = _ARCH_NAMES.get(sm)
+    return f"{name} (sm{sm})" if name else f"sm{sm}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One visible CUDA device: compute capability as ``major * 10 + minor``, memory in MiB."""
+
+    sm: int
+    memory_mib: int
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The visible CUDA devices, as the test process sees them (``CUDA_VISIBLE_DEVICES`` applied)."""
+
+    devices: tuple[Device, ...] = ()
+    error: str | None = None  # why the query failed, when it did
+
+    @property
+    def count(self) -> int:
+        return len(self.devices)
+
+
+DeviceQuery = Callable[[], Devices]
+
+
+def query_devices() -> Devices:
+    """Ask torch for the visible devices; the default device-query seam.
+
+    torch is imported here, not at module import, so collection on a CPU machine stays cheap. A
+    machine without CUDA reports zero devices rather than failing.
+    """
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a hard dependency of regress
+        return Devices(error=f"torch is not importable: {exc}")
+    try:
+        if not torch.cuda.is_available():
+            return Devices()
+        found = []
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            found.append(
+                Device(
+                    sm=props.major * 10 + props.minor,
+                    memory_mib=props.total_memory // (1 << 20),
+                    name=props.name,
+                )
+            )
+        return Devices(tuple(found))
+    except RuntimeError as exc:  # a broken driver reads as "no usable GPU", with the cause
+        return Devices(error=f"CUDA device query failed: {exc}")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The requirements of one test (or one parametrised case).
+
+    Attributes:
+        checkpoint: directory name under the models root (``"DeepSeek-V3.2-Exp-hf"``), or None.
+        gpus: how many visible GPUs the case needs.
+        min_sm: oldest architecture allowed (``HOPPER`` = 90, ``BLACKWELL`` = 100), or None.
+        min_memory_mib: per-device memory floor (upstream ``skip_less_device_memory``), or None.
+        trtllm: whether ``tensorrt_llm`` must be importable.
+    """
+
+    checkpoint: str | None = None
+    gpus: int = 1
+    min_sm: int | None = None
+    min_memory_mib: int | None = None
+    trtllm: bool = True
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """One unmet requirement: ``kind`` is trtllm, checkpoint, gpus, arch or memory."""
+
+    kind: str
+    reason: str
+
+
+@dataclass
+class Environment:
+    """The seams the checks read; tests replace any of them.
+
+    Attributes:
+        env: environment variables (``LLM_MODELS_ROOT``).
+        find_spec: ``importlib.util.find_spec``; it locates ``tensorrt_llm`` without importing it.
+        devices: the device query, called at most once per check.
+        fallback_roots: models roots tried after ``$LLM_MODELS_ROOT``.
+    """
+
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    find_spec: Callable[[str], object] = importlib.util.find_spec
+    devices: DeviceQuery = query_devices
+    fallback_roots: Sequence[str] = DEFAULT_FALLBACK_ROOTS
+
+
+def missing_trtllm(environment: Environment | None = None) -> Unmet | None:
+    """Is ``tensorrt_llm`` locatable? Never imports it (that would cost seconds and a CUDA init)."""
+    environment = environment or Environment()
+    try:
+        spec = environment.find_spec("tensorrt_llm")
+    except (ImportError, ValueError) as exc:
+        spec, detail = None, f" ({exc})"
+    else:
+        detail = ""
+    if spec is None:
+        return Unmet(
+            "trtllm",
+            "needs tensorrt_llm, which is not importable here"
+            + detail
+            + " (pip install 'regress[trtllm]' or a TensorRT-LLM container)",
+        )
+    return None
+
+
+def models_roots(environment: Environment | None = None) -> list[Path]:
+    """The roots searched for checkpoints, in order."""
+    environment = environment or Environment()
+    roots = []
+    if environment.env.get(MODELS_ROOT_ENV):
+        roots.append(Path(environment.env[MODELS_ROOT_ENV]))
+    roots.extend(Path(root) for root in environment.fallback_roots)
+    return roots
+
+
+def find_checkpoint(name: str, environment: Environment | None = None) -> Path | None:
+    """The first ``<root>/<name>`` holding a ``config.json``, or None."""
+    for root in models_roots(environment):
+        candidate = root / name
+        if (candidate / "config.json").is_file():
+            return candidate
+    return None
+
+
+def missing_checkpoint(name: str, environment: Environment | None = None) -> Unmet | None:
+    """Is checkpoint ``name`` present? The reason names every path looked at."""
+    environment = environment or Environment()
+    if find_checkpoint(name, environment) is not None:
+        return None
+    looked = [str(root / name) for root in models_roots(environment)]
+    unset = "" if environment.env.get(MODELS_ROOT_ENV) else f"${MODELS_ROOT_ENV} is not set; "
+    return Unmet(
+        "checkpoint",
+        f"needs checkpoint {name}: {unset}no config.json in "
+        + ", ".join(looked)
+        + f" (set ${MODELS_ROOT_ENV} to the directory holding {name})",
+    )
+
+
+def _describe(devices: Devices) -> str:
+    if not devices.devices:
+        return "no GPU" + (f": {devices.error}" if devices.error else "")
+    sms = sorted({d.sm for d in devices.devices})
+    names = sorted({d.name for d in devices.devices if d.name})
+    return ", ".join(arch_name(sm) for sm in sms) + (f" ({', '.join(names)})" if names else "")
+
+
+def device_unmet(needs: Needs, devices: Devices) -> list[Unmet]:
+    """GPU count, architecture and memory checks against an already-queried device list."""
+    unmet = []
+    if devices.count < needs.gpus:
+        detail = f": {devices.error}" if devices.error else ""
+        unmet.append(Unmet("gpus", f"needs {needs.gpus} GPUs, have {devices.count}{detail}"))
+    used = devices.devices[: needs.gpus]
+    if needs.min_sm is not None:
+        too_old = [d for d in used if d.sm < needs.min_sm]
+        if too_old or not used:
+            unmet.append(
+                Unmet(
+                    "arch",
+                    f"needs {arch_name(needs.min_sm)} or newer, have {_describe(devices)}",
+                )
+            )
+    if needs.min_memory_mib is not None and used:
+        small = min(d.memory_mib for d in used)
+        if small < needs.min_memory_mib:
+            unmet.append(
+                Unmet(
+                    "memory",
+                    f"needs {needs.min_memory_mib} MiB per GPU, have {small} MiB",
+                )
+            )
+    return unmet
+
+
+def unmet(needs: Needs, environment: Environment | None = None) -> list[Unmet]:
+    """Every unmet requirement of ``needs``, cheapest check first (package, checkpoint, devices)."""
+    environment = environment or Environment()
+    found: list[Unmet] = []
+    if needs.trtllm and (missing := missing_trtllm(environment)) is not None:
+        found.append(missing)
+    if needs.checkpoint and (missing := missing_checkpoint(needs.checkpoint, environment)):
+        found.append(missing)
+    if needs.gpus > 0 or needs.min_sm is not None:
+        found.extend(device_unmet(needs, environment.devices()))
+    return found
+
+
+def skip_reason(needs: Needs, environment: Environment | None = None) -> str | None:
+    """One line for ``pytest.skip``: every unmet requirement, or None when the test can run."""
+    reasons = unmet(needs, environment)
+    return "; ".join(u.reason for u in reasons) if reasons else None
