@@ -102,6 +102,11 @@ def _run_engine(
         ) from exc
 
 
+def _plain(data: dict) -> dict:
+    """JSON-plain copy (string keys, no tuples), so a saved report reads back equal."""
+    return json.loads(json.dumps(data, default=str))
+
+
 def _jsonable(violation: Any) -> dict:
     """A sentinel violation as plain JSON data (engines may put tensors or enums in them)."""
     if dataclasses.is_dataclass(violation) and not isinstance(violation, type):
@@ -110,7 +115,7 @@ def _jsonable(violation: Any) -> dict:
         data = violation
     else:
         data = {"value": violation}
-    return json.loads(json.dumps(data, default=str))
+    return _plain(data)
 
 
 def _baseline_record(baseline: Baseline, source: str | None) -> dict:
@@ -258,7 +263,7 @@ def profile(
         sentinel=sentinel,
     )
     return Report(
-        engine={"name": engine.name, **dict(getattr(engine, "options", {}) or {})},
+        engine=_plain({"name": engine.name, **dict(getattr(engine, "options", {}) or {})}),
         model=engine.model,
         config={
             "batch_sizes": sizes,
@@ -269,7 +274,7 @@ def profile(
             "seed": seed,
             "n_boot": n_boot,
             "reference_batch_size": reference_batch_size(sizes),
-            **(config or {}),
+            **_plain(config or {}),
         },
         runs=runs,
         verdicts=verdicts,

@@ -1,0 +1,188 @@
+"""``regress accept``: profile MTP acceptance per batch size and exit 1 on a regression."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+_BAR_STEPS = 1000
+
+
+def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected comma-separated integers like 1,8, got {value!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"batch sizes must be positive integers, got {value!r}")
+    return sorted(set(sizes))
+
+
+@click.command("accept")
+@click.option(
+    "--engine",
+    type=click.Choice(["reference", "trtllm"]),
+    default="reference",
+    show_default=True,
+    help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
+)
+@click.option("--model", default=None, help="Checkpoint directory (trtllm only).")
+@click.option(
+    "--batch-sizes",
+    default="1,8",
+    show_default=True,
+    callback=_batch_sizes,
+    help="Comma-separated; 1 is the reference.",
+)
+@click.option(
+    "--max-draft-len",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="K, drafts per step.",
+)
+@click.option(
+    "--defect", "defects", multiple=True, help="Replay a historical defect (reference; repeatable)."
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default=None,
+    help="Default: cpu (reference), cuda (trtllm).",
+)
+@click.option("--cuda-graph/--no-cuda-graph", default=None, help="Default: the engine's own.")
+@click.option(
+    "--sentinel/--no-sentinel", default=False, help="Run the reference engine's DSA sentinel."
+)
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help='JSONL: {"token_ids": [...]} or {"prompt": "text"} per line. Default: built-in prompts.',
+)
+@click.option(
+    "--num-prompts", type=click.IntRange(min=1), default=None, help="Use the first N prompts."
+)
+@click.option("--max-new-tokens", type=click.IntRange(min=2), default=64, show_default=True)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Relative drop tolerated before a significant loss is a regression.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Engine and bootstrap seed.")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the report; '-' puts only JSON on stdout.",
+)
+@click.option(
+    "--plot", "plot_out", type=click.Path(dir_okay=False, path_type=Path), help="Write a PNG plot."
+)
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="FILE",
+    help="A report from --json, or acceptance_length.yaml[#KEY].",
+)
+@click.pass_context
+def accept(
+    ctx: click.Context,
+    engine: str,
+    model: str | None,
+    batch_sizes: list[int],
+    max_draft_len: int,
+    defects: tuple[str, ...],
+    device: str | None,
+    cuda_graph: bool | None,
+    sentinel: bool,
+    prompts_file: Path | None,
+    num_prompts: int | None,
+    max_new_tokens: int,
+    tolerance: float,
+    seed: int,
+    json_out: str | None,
+    plot_out: Path | None,
+    baseline: str | None,
+) -> None:
+    """Profile MTP acceptance per batch size and judge it against batch 1.
+
+    Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error.
+    """
+    from regress.acceptance.engines import get_engine
+    from regress.acceptance.profile import Progress, profile
+    from regress.acceptance.prompts import load_prompt_file
+    from regress.acceptance.report import format_table
+    from regress.errors import require_module
+
+    if plot_out is not None:  # fail before a long run, not after it
+        require_module("matplotlib", purpose="--plot", install="pip install matplotlib")
+    names = [n for d in defects for n in d.split(",") if n.strip()]
+    adapter = get_engine(
+        engine,
+        model=model,
+        device=device or ("cuda" if engine == "trtllm" else "cpu"),
+        defects=names or None,
+        cuda_graph=cuda_graph,
+        seed=seed,
+        sentinel=sentinel,
+    )
+    if prompts_file is not None:
+        prompts = load_prompt_file(prompts_file, limit=num_prompts)
+    else:
+        prompts = adapter.default_prompts(num_prompts)
+    tokenize = getattr(adapter, "tokenize", None)
+    if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
+        prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
+
+    err = click.get_text_stream("stderr")
+    with click.progressbar(length=_BAR_STEPS, label="profiling", file=err) as bar:
+        shown = 0
+
+        def on_progress(p: Progress) -> None:
+            nonlocal shown
+            bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
+            target = int(p.fraction * _BAR_STEPS)
+            if target > shown:
+                bar.update(target - shown)
+                shown = target
+
+        report = profile(
+            adapter,
+            prompts,
+            batch_sizes=batch_sizes,
+            max_draft_len=max_draft_len,
+            max_new_tokens=max_new_tokens,
+            tolerance=tolerance,
+            baseline=baseline,  # loaded (and checked) before the first run
+            progress=on_progress,
+            seed=seed,
+            config={"prompts": str(prompts_file) if prompts_file else "builtin"},
+        )
+
+    if json_out == "-":
+        click.echo(report.to_json())
+        for verdict in report.verdicts:
+            if verdict.regressed:
+                click.echo(f"regress accept: {verdict.summary()}", err=True)
+    else:
+        if json_out:
+            report.save(json_out)
+        click.echo(format_table(report))
+    if plot_out is not None:
+        from regress.acceptance.plot import plot_report
+
+        plot_report(report, plot_out)
+        click.echo(f"plot written to {plot_out}", err=True)
+    if report.regressed:
+        sizes = ", ".join(str(b) for b in report.regressed_batch_sizes) or "-"
+        click.echo(f"regress accept: acceptance regression at batch size(s) {sizes}", err=True)
+        sys.stderr.flush()
+        ctx.exit(1)
