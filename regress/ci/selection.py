@@ -1,0 +1,84 @@
+"""Matching list entries (node ids, files, directories) against collected pytest node ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from regress.ci.testlist import Entry
+from regress.ci.yamlnodes import closest
+
+
+def nodeid_keys(nodeid: str) -> list[str]:
+    """Every entry id that selects ``nodeid``, most specific first.
+
+    ``a/b/t.py::C::f[x::y]`` -> the id itself, ``a/b/t.py::C::f``, ``a/b/t.py::C``, ``a/b/t.py``,
+    ``a/b``, ``a``. ``::`` inside parameter brackets is not a separator.
+    """
+    head, bracket, _ = nodeid.partition("[")
+    keys = [nodeid]
+    if bracket:
+        keys.append(head)
+    parts = head.split("::")
+    for i in range(len(parts) - 1, 0, -1):
+        keys.append("::".join(parts[:i]))
+    path = parts[0].split("/")
+    for i in range(len(path) - 1, 0, -1):
+        keys.append("/".join(path[:i]))
+    return list(dict.fromkeys(keys))
+
+
+@dataclass
+class Selection:
+    """Which collected ids a list selects, their timeouts, and the entries that matched nothing."""
+
+    selected: list[int]
+    timeouts: dict[int, int]
+    entry_for: dict[int, Entry]
+    unmatched: list[Entry]
+
+
+def select(
+    entries: Sequence[Entry],
+    nodeids: Sequence[str],
+    *,
+    required: Callable[[Entry], bool] = lambda e: True,
+) -> Selection:
+    """Match entries against collected node ids, keeping collection order.
+
+    Args:
+        entries: the list's entries.
+        nodeids: collected ids, relative to the rootdir.
+        required: entries for which matching nothing is an error (the plugin passes the entries
+            its collection arguments fully cover; others may legitimately be out of scope).
+    """
+    by_id = {e.test_id: e for e in entries}
+    used: set[str] = set()
+    selected: list[int] = []
+    timeouts: dict[int, int] = {}
+    entry_for: dict[int, Entry] = {}
+    for index, nodeid in enumerate(nodeids):
+        matches = [by_id[k] for k in nodeid_keys(nodeid) if k in by_id]
+        if not matches:
+            continue
+        selected.append(index)
+        entry_for[index] = matches[0]
+        used.update(m.test_id for m in matches)
+        if matches[0].timeout_minutes is not None:
+            timeouts[index] = matches[0].timeout_minutes
+    unmatched = [e for e in entries if e.test_id not in used and required(e)]
+    return Selection(selected, timeouts, entry_for, unmatched)
+
+
+def suggestions(test_id: str, nodeids: Iterable[str], n: int = 3) -> list[str]:
+    """The collected ids (or their files/classes) closest to an entry that matched nothing."""
+    candidates = {
+        key for nodeid in nodeids for key in nodeid_keys(nodeid) if "/" in key or "::" in key
+    }
+    return closest(test_id, candidates, n=n)
+
+
+def unmatched_message(entry: Entry, nodeids: Iterable[str]) -> str:
+    near = suggestions(entry.test_id, nodeids)
+    hint = f"; closest collected: {', '.join(near)}" if near else "; nothing similar was collected"
+    return f"{entry.source}:{entry.line}: {entry.test_id!r} matches no collected test{hint}"
