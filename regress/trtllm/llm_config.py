@@ -5,21 +5,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from regress.acceptance.engines.trtllm import graph_batch_sizes as _graph_batch_sizes
 from regress.errors import MissingDependencyError, UsageError
 
 
 def graph_batch_sizes(max_batch: int) -> tuple[int, ...]:
-    """Powers of two up to ``max_batch``, plus ``max_batch`` itself.
+    """The captured CUDA-graph batch sizes for ``max_batch`` (the acceptance engine's choice).
 
-    With ``enable_padding`` a batch pads up to the next captured size, so the tail wave of a run
-    (80 prompts at batch 32 leave 16) still replays a graph instead of silently running eager.
+    Powers of two up to the batch plus the batch itself: with ``enable_padding`` the tail wave of
+    a run (80 prompts at batch 32 leave 16) still replays a graph instead of running eager.
     """
-    sizes = {max_batch}
-    size = 1
-    while size < max_batch:
-        sizes.add(size)
-        size *= 2
-    return tuple(sorted(sizes))
+    return tuple(_graph_batch_sizes(max_batch))
 
 
 @dataclass(frozen=True)

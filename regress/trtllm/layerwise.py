@@ -1,0 +1,370 @@
+"""Drive upstream's layer-wise benchmark runner on a DSA model and check the MTP shapes it builds."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
+# runner.py) never announced seq_len_q > 1 GEN packs to the attention metadata, so DSA's
+# kv_lens_cuda_2d stayed one column wide and DeepGEMM aborted. The fix must stay confined to DSA:
+# non-DSA metadata keeps max_total_draft_tokens unset. A DeepGEMM host assertion may kill the
+# process, so each configuration runs in a child process (python -m regress.trtllm.layerwise) that
+# writes one JSON line per result as it goes.
+
+DEEPGEMM_ASSERTION = "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)"
+# DeepGEMM prints the failed condition, not the macro: match the condition, spacing-tolerant.
+_CONDITION = re.compile(r"batch_size\s*==\s*__batch_size\s+and\s+next_n\s*==\s*_next_n")
+
+
+def find_deepgemm_assertion(text: str | None) -> str | None:
+    """The line of ``text`` carrying DeepGEMM's ``fp8_paged_mqa_logits`` shape assertion, if any.
+
+    That assertion (``csrc/apis/attention.hpp``) is bug 2's signature: q has ``next_n`` tokens
+    per request while ``kv_lens_cuda_2d`` was built one column wide. Other failures are reported
+    as errors, not as this signature.
+    """
+    if not text:
+        return None
+    for line in text.splitlines():
+        if _CONDITION.search(line):
+            return line.strip()
+    return None
+
+
+@dataclass
+class ShapeResult:
+    """One GEN pack at one ``seq_len_q``: did it run, and were the metadata shapes right?
+
+    Attributes:
+        backend: ``"dsa"`` or ``"dense"`` (the non-DSA twin).
+        batch_size: requests in the pack.
+        seq_len_q: query tokens per request (1 + draft tokens).
+        ran: the forward pass completed.
+        deepgemm_assertion: the DeepGEMM shape assertion line, when that is what failed.
+        error: any other failure (exception or dead child process).
+        violations: contract violations on the pack's metadata (``regress.dsa.invariants``).
+        metadata_class: the attention metadata class the runner built.
+        max_total_draft_tokens: its value after the pack was prepared.
+        kv_lens_2d_shape: ``kv_lens_cuda_2d.shape`` for DSA metadata.
+    """
+
+    backend: str
+    batch_size: int
+    seq_len_q: int
+    ran: bool = False
+    deepgemm_assertion: str | None = None
+    error: str | None = None
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    metadata_class: str | None = None
+    max_total_draft_tokens: Any = None
+    kv_lens_2d_shape: list[int] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.ran and not self.deepgemm_assertion and not self.error and not self.violations
+
+    def describe(self) -> str:
+        head = f"{self.backend} GEN batch={self.batch_size} seq_len_q={self.seq_len_q}"
+        if self.ok:
+            return f"{head}: ok"
+        parts = []
+        if self.deepgemm_assertion:
+            parts.append(f"DeepGEMM assertion ({DEEPGEMM_ASSERTION}): {self.deepgemm_assertion}")
+        if self.error:
+            parts.append(f"error: {self.error}")
+        parts += [v.get("message", str(v)) for v in self.violations]
+        if not self.ran and not parts:
+            parts.append("did not run")
+        return f"{head}: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ShapeResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def metadata_of(run_pack: Callable[..., Any]) -> Any:
+    """The attention metadata a ``create_run_pack`` closure captured, or None.
+
+    ``create_run_pack`` returns a ``run_pack`` closure over its ``attn_metadata``; reading the
+    closure avoids re-implementing the pack construction just to see the metadata.
+    """
+    try:
+        nonlocals = inspect.getclosurevars(run_pack).nonlocals
+    except TypeError:
+        return None
+    if "attn_metadata" in nonlocals:
+        return nonlocals["attn_metadata"]
+    for value in nonlocals.values():
+        if hasattr(value, "max_total_draft_tokens") and hasattr(value, "prepare"):
+            return value
+    return None
+
+
+def default_spec_state(metadata: Any) -> dict[str, Any]:
+    """The spec-dec fields as a freshly built object of this class has them (dataclass defaults).
+
+    The non-DSA check compares against these: an MTP shape announcement must not have touched
+    them (``regress.dsa.invariants.check_dense_untouched``).
+    """
+    from regress.dsa.invariants import SPEC_FIELDS
+
+    defaults: dict[str, Any] = {}
+    fields = (
+        {f.name: f for f in dataclasses.fields(type(metadata))}
+        if dataclasses.is_dataclass(metadata)
+        else {}
+    )
+    for name in SPEC_FIELDS:
+        f = fields.get(name)
+        if f is not None and f.default is not dataclasses.MISSING:
+            defaults[name] = f.default
+        elif f is not None and f.default_factory is not dataclasses.MISSING:
+            defaults[name] = f.default_factory()
+        else:
+            defaults[name] = getattr(type(metadata), name, None)
+    return defaults
+
+
+def check_metadata(metadata: Any, result: ShapeResult) -> None:
+    """Fill ``result`` with the metadata's class, shapes and contract violations."""
+    from regress.dsa.invariants import check_dense_untouched, check_kv_lens_2d_width
+
+    result.metadata_class = f"{type(metadata).__module__}.{type(metadata).__qualname__}"
+    result.max_total_draft_tokens = getattr(metadata, "max_total_draft_tokens", None)
+    if hasattr(metadata, "kv_lens_cuda_2d"):
+        result.kv_lens_2d_shape = [int(x) for x in metadata.kv_lens_cuda_2d.shape]
+        found = check_kv_lens_2d_width(metadata)
+    else:
+        found = check_dense_untouched(default_spec_state(metadata), metadata)
+    result.violations = [dataclasses.asdict(v) for v in found]
+
+
+def _accepted(func: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments ``func`` takes; the runner's signature changed across releases."""
+    params = inspect.signature(func).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def _runner_class(model: str) -> Any:
+    try:
+        from tensorrt_llm.tools.layer_wise_benchmarks.runner import Runner
+    except ImportError:
+        from tensorrt_llm.tools.layer_wise_benchmarks import get_runner_cls
+
+        return get_runner_cls(model)
+    return Runner
+
+
+@dataclass(frozen=True)
+class ShapeCheck:
+    """One layer-wise configuration: a model, a backend label and the GEN packs to build."""
+
+    model: str
+    backend: str = "dsa"
+    batch_size: int = 32
+    seq_len_q: tuple[int, ...] = (1, 4)
+    seq_len_kv_cache: int = 2049  # past index_topk=2048, so the indexer really selects
+    layer_indices: tuple[int, ...] = (1,)
+    tokens_per_block: int = 64  # DSA's indexer cache needs 64 (upstream passes it for V3.2)
+    moe_backend: str = "CUTLASS"
+    load_format: str = "DUMMY"
+
+    def argv(self) -> list[str]:
+        return [
+            "--model", self.model,
+            "--backend", self.backend,
+            "--batch-size", str(self.batch_size),
+            "--seq-len-q", ",".join(map(str, self.seq_len_q)),
+            "--seq-len-kv-cache", str(self.seq_len_kv_cache),
+            "--layer-indices", ",".join(map(str, self.layer_indices)),
+            "--tokens-per-block", str(self.tokens_per_block),
+            "--moe-backend", self.moe_backend,
+            "--load-format", self.load_format,
+        ]  # fmt: skip
+
+
+def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> None:
+    """Build upstream's runner and one GEN pack per ``seq_len_q``; needs TensorRT-LLM and a GPU."""
+    import torch
+
+    torch.cuda.set_device(0)
+    runner_cls = _runner_class(check.model)
+    max_q = max(check.seq_len_q)
+    max_seq_len = check.seq_len_kv_cache + max_q
+    mapping = runner_cls.create_mapping(enable_attention_dp=False)
+    kv_cache_manager = runner_cls.create_kv_cache_manager(
+        check.model,
+        mapping,
+        **_accepted(
+            runner_cls.create_kv_cache_manager,
+            {
+                "tokens_per_block": check.tokens_per_block,
+                "max_batch_size": check.batch_size,
+                "max_seq_len": max_seq_len,
+                "kv_cache_dtype": "auto",
+                "mamba_ssm_cache_dtype": "auto",
+                "layer_indices": list(check.layer_indices),
+            },
+        ),
+    )
+    runner = runner_cls(
+        check.model,
+        mapping,
+        **_accepted(
+            runner_cls.__init__,
+            {
+                "load_format": check.load_format,
+                "moe_backend": check.moe_backend,
+                "layer_indices": list(check.layer_indices),
+                "scaled_from": None,
+                "max_seq_len": max_seq_len,
+                "max_num_tokens": check.batch_size * max_q,
+                "moe_max_num_tokens": None,
+                "kv_cache_dtype": "auto",
+                "mamba_ssm_cache_dtype": "auto",
+                "use_low_precision_moe_combine": False,
+                "use_cuda_graph": False,
+            },
+        ),
+    )
+    workspace = torch.empty((0,), device="cuda", dtype=torch.int8)
+    for seq_len_q in check.seq_len_q:
+        result = ShapeResult(check.backend, check.batch_size, seq_len_q)
+        try:
+            pack = runner.create_run_pack(
+                "GEN",
+                **_accepted(
+                    runner.create_run_pack,
+                    {
+                        "batch_size": check.batch_size,
+                        "request_id_begin": 0,
+                        "seq_len_q": seq_len_q,
+                        "seq_len_kv_cache": check.seq_len_kv_cache,
+                        "kv_cache_manager": kv_cache_manager,
+                        "attn_workspace": workspace,
+                    },
+                ),
+            )
+            metadata = metadata_of(pack)
+            if metadata is not None:
+                check_metadata(metadata, result)
+            else:
+                result.error = "could not find the pack's attention metadata in its closure"
+            pack()
+            torch.cuda.synchronize()
+            result.ran = True
+        except Exception as exc:  # classify, keep going with the next seq_len_q
+            text = f"{type(exc).__name__}: {exc}"
+            result.deepgemm_assertion = find_deepgemm_assertion(text)
+            if result.deepgemm_assertion is None:
+                result.error = text
+        emit(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Child-process entry: run one ``ShapeCheck``, one JSON line per result on ``--out``."""
+    parser = argparse.ArgumentParser(prog="python -m regress.trtllm.layerwise")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--backend", default="dsa")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len-q", default="1,4")
+    parser.add_argument("--seq-len-kv-cache", type=int, default=2049)
+    parser.add_argument("--layer-indices", default="1")
+    parser.add_argument("--tokens-per-block", type=int, default=64)
+    parser.add_argument("--moe-backend", default="CUTLASS")
+    parser.add_argument("--load-format", default="DUMMY")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    check = ShapeCheck(
+        model=args.model,
+        backend=args.backend,
+        batch_size=args.batch_size,
+        seq_len_q=tuple(int(x) for x in args.seq_len_q.split(",")),
+        seq_len_kv_cache=args.seq_len_kv_cache,
+        layer_indices=tuple(int(x) for x in args.layer_indices.split(",")),
+        tokens_per_block=args.tokens_per_block,
+        moe_backend=args.moe_backend,
+        load_format=args.load_format,
+    )
+    out = Path(args.out)
+    failed = False
+
+    def emit(result: ShapeResult) -> None:
+        nonlocal failed
+        failed = failed or not result.ok
+        with out.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(result.to_dict(), default=repr) + "\n")
+
+    run_in_process(check, emit)
+    return 1 if failed else 0
+
+
+Spawn = Callable[..., subprocess.CompletedProcess]
+
+
+def run_in_subprocess(
+    check: ShapeCheck,
+    out: Path,
+    *,
+    timeout: float = 1800,
+    spawn: Spawn = subprocess.run,
+    python: str = sys.executable,
+) -> list[ShapeResult]:
+    """Run ``check`` in a child process; a child killed by DeepGEMM still yields results.
+
+    Every requested ``seq_len_q`` gets a result: those the child wrote, and for the rest a
+    failure classified from the child's output (the DeepGEMM signature, else the exit status).
+    """
+    out = Path(out)
+    out.unlink(missing_ok=True)
+    proc = spawn(
+        [python, "-m", "regress.trtllm.layerwise", *check.argv(), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    written = {}
+    if out.exists():
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                result = ShapeResult.from_dict(json.loads(line))
+                written[result.seq_len_q] = result
+    output = f"{proc.stdout or ''}\n{proc.stderr or ''}"
+    tail = "\n".join(output.strip().splitlines()[-20:])
+    results = []
+    for seq_len_q in check.seq_len_q:
+        if seq_len_q in written:
+            results.append(written[seq_len_q])
+            continue
+        assertion = find_deepgemm_assertion(output)
+        results.append(
+            ShapeResult(
+                check.backend,
+                check.batch_size,
+                seq_len_q,
+                deepgemm_assertion=assertion,
+                error=None if assertion else f"child exited {proc.returncode}:\n{tail}",
+            )
+        )
+    return results
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised in the child process
+    sys.exit(main())

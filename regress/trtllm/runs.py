@@ -1,0 +1,135 @@
+"""One TensorRT-LLM acceptance run per matrix case, with the sentinel attached, memoised per session."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regress.acceptance.engines import Prompt
+from regress.acceptance.stats import RunStats, summarize
+from regress.acceptance.trace import validate_traces
+from regress.trtllm.cases import Case
+from regress.trtllm.hooks import HookConfig, SentinelReport, read_report, sentinel_session
+from regress.trtllm.llm_config import LlmSpec, to_llm_kwargs
+
+
+def acceptance_engine(spec: LlmSpec, *, llmapi: Any = None, engine_cls: Any = None) -> Any:
+    """The acceptance package's TensorRT-LLM engine, configured from ``spec``.
+
+    The engine builds its own ``LLM`` per run; passing the spec's full keyword arguments as
+    ``llm_kwargs`` makes the spec the single record of what ran (the engine's defaults for the
+    same keys are overridden, its options still describe the run in the report).
+    """
+    if engine_cls is None:
+        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as engine_cls
+    llm_kwargs = to_llm_kwargs(spec, llmapi)
+    llm_kwargs.pop("model")
+    return engine_cls(
+        model=spec.model,
+        cuda_graph=spec.cuda_graph,
+        tensor_parallel_size=spec.tensor_parallel_size,
+        kv_cache_fraction=spec.free_gpu_memory_fraction,
+        iter_stats=spec.enable_iter_perf_stats,
+        llm_kwargs=llm_kwargs,
+    )
+
+
+@dataclass
+class CaseRun:
+    """What one case's run produced.
+
+    Attributes:
+        case: the matrix cell.
+        spec: the ``LLM`` spec it ran with.
+        stats: acceptance statistics (AL, per-position, conditional, CIs).
+        sentinel: what the DSA sentinel recorded in every process.
+        notes: the engine's remarks (stream cross-check mismatches, batch size not reached).
+        wall_seconds: engine build plus generation time.
+    """
+
+    case: Case
+    spec: LlmSpec
+    stats: RunStats
+    sentinel: SentinelReport
+    notes: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+
+def run_case(
+    case: Case,
+    spec: LlmSpec,
+    prompts: Sequence[Prompt],
+    *,
+    max_new_tokens: int,
+    hook: HookConfig,
+    engine_factory: Callable[[LlmSpec], Any] = acceptance_engine,
+    mpi_session_module: Any = None,
+    sentinel_factory: Callable[[], Any] | None = None,
+) -> CaseRun:
+    """Run one case with the sentinel hooked into this process and the MPI workers.
+
+    Args:
+        case: the matrix cell (batch size and K come from here).
+        spec: its ``LLM`` spec (``case.spec(model_dir)``).
+        prompts: the prompts, the same for every case of a series.
+        max_new_tokens: output budget per request.
+        hook: where the sentinel records; give each run its own ``sink_dir``.
+        engine_factory: builds the engine from the spec (tests pass a fake).
+        mpi_session_module: ``tensorrt_llm.llmapi.mpi_session`` to reach MPI workers, or None.
+        sentinel_factory: sentinel factory for this process (default: ``hook.sentinel``).
+    """
+    start = time.perf_counter()
+    engine = engine_factory(spec)
+    with sentinel_session(hook, mpi_session_module=mpi_session_module, factory=sentinel_factory):
+        traces = engine.run(
+            prompts,
+            batch_size=case.batch_size,
+            max_draft_len=case.max_draft_len,
+            max_new_tokens=max_new_tokens,
+        )
+    traces = validate_traces(traces, case.max_draft_len, expected=len(prompts))
+    stats = summarize(traces, case.max_draft_len, counters=getattr(engine, "last_counters", None))
+    return CaseRun(
+        case=case,
+        spec=spec,
+        stats=stats,
+        sentinel=read_report(hook.sink_dir),
+        notes=list(getattr(engine, "last_notes", None) or []),
+        wall_seconds=time.perf_counter() - start,
+    )
+
+
+class RunCache:
+    """Runs each case at most once per session; batch-1 runs are shared by a whole series.
+
+    A failed run is remembered too, so the cases that depend on it fail with the same error
+    instead of paying for the same crash again.
+    """
+
+    def __init__(self, runner: Callable[[Case], CaseRun]) -> None:
+        self._runner = runner
+        self._done: dict[Case, CaseRun | BaseException] = {}
+
+    def get(self, case: Case) -> CaseRun:
+        if case not in self._done:
+            try:
+                self._done[case] = self._runner(case)
+            except Exception as exc:
+                self._done[case] = exc
+        result = self._done[case]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def __contains__(self, case: Case) -> bool:
+        return case in self._done
+
+
+def sink_dir_for(root: Path, case: Case) -> Path:
+    """A fresh sentinel sink directory per case: ``<root>/<TestClass>/<case id>``."""
+    path = Path(root) / case.model.test_class / case.id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
