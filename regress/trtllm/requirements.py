@@ -188,7 +188,8 @@ def device_unmet(needs: Needs, devices: Devices) -> list[Unmet]:
     unmet = []
     if devices.count < needs.gpus:
         detail = f": {devices.error}" if devices.error else ""
-        unmet.append(Unmet("gpus", f"needs {needs.gpus} GPUs, have {devices.count}{detail}"))
+        plural = "" if needs.gpus == 1 else "s"
+        unmet.append(Unmet("gpus", f"needs {needs.gpus} GPU{plural}, have {devices.count}{detail}"))
     used = devices.devices[: needs.gpus]
     if needs.min_sm is not None:
         too_old = [d for d in used if d.sm < needs.min_sm]
