@@ -118,6 +118,8 @@ class Recorder:
             self.error(f"attach to {type(metadata).__qualname__}", exc)
             return
         if state is not None:
+            self._flush_after(metadata, state)
+        if state is not None:
             added = tuple(sorted(set(state) - before - {_MARK}))
             state[_MARK] = (id(metadata), added)
         with self._lock:
@@ -132,6 +134,24 @@ class Recorder:
                 }
             ]
         )
+
+    def _flush_after(self, metadata: Any, state: dict[str, Any]) -> None:
+        """Wrap the flush methods on the instance, outside the sentinel's own wrappers.
+
+        Outside is what matters: the sentinel records a violation after the original method
+        returns, so a flush placed inside (on the class) would only see it one call later.
+        """
+        for name in self.config.flush_methods:
+            method = getattr(metadata, name, None)
+            if not callable(method):
+                continue
+
+            def flushing(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                result = _method(*args, **kwargs)
+                self.flush()
+                return result
+
+            state[name] = flushing
 
     def flush(self) -> None:
         """Write violations not yet written (cheap when there are none)."""
@@ -157,7 +177,7 @@ class Recorder:
 
 
 def patch_class(cls: type, recorder: Recorder) -> Callable[[], None]:
-    """Wrap ``cls.__post_init__`` (or ``__init__``) and the flush methods; return the undo.
+    """Wrap ``cls.__post_init__`` (or ``__init__``) to attach to every new object; return the undo.
 
     Only ``cls`` itself is changed (its own ``__dict__``), so base classes and sibling backends are
     untouched, while subclasses that chain to ``super().__post_init__()`` are covered. Patching a
@@ -181,9 +201,6 @@ def patch_class(cls: type, recorder: Recorder) -> Callable[[], None]:
         setattr(cls, name, wrapper)
 
     wrap(init_name, recorder.on_instance)
-    for name in recorder.config.flush_methods:
-        if callable(getattr(cls, name, None)):
-            wrap(name, lambda _self: recorder.flush())
 
     def undo() -> None:
         for name, value in saved.items():

@@ -1,0 +1,347 @@
+"""The sentinel hook against a fake DSA module: lazy install, copies, flushing, workers, undo."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from regress.trtllm import hooks
+from regress.trtllm.gates import sentinel_failures
+
+METADATA = """
+import copy
+import dataclasses
+
+
+@dataclasses.dataclass
+class AttentionMetadata:
+    seq_lens: tuple = (1,)
+    is_cuda_graph: bool = False
+
+    def __post_init__(self):
+        self.buffers = list(self.seq_lens)
+
+    def prepare(self):
+        self.prepared = getattr(self, "prepared", 0) + 1
+
+    def create_cuda_graph_metadata(self):
+        # Upstream's pattern: a shallow copy, then __post_init__ again.
+        clone = copy.copy(self)
+        clone.is_cuda_graph = True
+        clone.__post_init__()
+        return clone
+
+
+@dataclasses.dataclass
+class DSAtrtllmAttentionMetadata(AttentionMetadata):
+    stale: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.req_idx_per_token = [0] * len(self.seq_lens)
+
+
+@dataclasses.dataclass
+class SubclassMetadata(DSAtrtllmAttentionMetadata):
+    def __post_init__(self):
+        super().__post_init__()
+        self.extra = True
+
+
+@dataclasses.dataclass
+class SiblingMetadata(AttentionMetadata):
+    pass
+"""
+
+SENTINEL = '''
+class Sentinel:
+    """Wraps prepare on the instance, like the real sentinel, and flags stale objects."""
+
+    def __init__(self):
+        self.violations = []
+        self.target = None
+
+    def attach(self, metadata):
+        self.target = metadata
+        original = metadata.prepare
+
+        def prepare(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if metadata.stale:
+                self.violations.append(
+                    {"check": "req_idx_map", "message": "stale map", "details": {"id": id(metadata)}}
+                )
+            return result
+
+        metadata.prepare = prepare
+
+
+class Broken:
+    def attach(self, metadata):
+        raise RuntimeError("cannot attach")
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A uniquely named package with an era-C-like DSA module and a fake sentinel."""
+    name = f"fakedsa_{uuid.uuid4().hex[:8]}"
+    module_dir = tmp_path / "src" / name / "backends" / "sparse" / "dsa"
+    module_dir.mkdir(parents=True)
+    (module_dir / "metadata.py").write_text(METADATA)
+    (tmp_path / "src" / name / "sentinel.py").write_text(SENTINEL)
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    importlib.invalidate_caches()
+    sink = tmp_path / "sink"
+    config = hooks.HookConfig(
+        sink_dir=str(sink),
+        module_names=(f"{name}.backends.sparse.dsa.metadata",),
+        sentinel=f"{name}.sentinel:Sentinel",
+    )
+    yield SimpleNamespace(
+        name=name,
+        module=f"{name}.backends.sparse.dsa.metadata",
+        config=config,
+        sink=sink,
+        src=tmp_path / "src",
+    )
+    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[mod]
+
+
+@pytest.fixture
+def session(fake):
+    with hooks.sentinel_session(fake.config) as installation:
+        yield installation
+
+
+def test_hook_installs_lazily_when_the_module_is_imported(fake, session):
+    assert fake.module not in sys.modules
+    module = importlib.import_module(fake.module)
+    module.DSAtrtllmAttentionMetadata()
+    assert session.recorder.attached == 1
+    (record,) = hooks.read_report(fake.sink).attached
+    assert record["class"].endswith("DSAtrtllmAttentionMetadata")
+    assert record["pid"] == os.getpid()
+
+
+def test_hook_installs_at_once_when_the_module_is_already_imported(fake):
+    module = importlib.import_module(fake.module)
+    with hooks.sentinel_session(fake.config) as installation:
+        module.DSAtrtllmAttentionMetadata()
+    assert installation.recorder.attached == 1
+
+
+def test_base_and_sibling_backends_are_untouched(fake, session):
+    module = importlib.import_module(fake.module)
+    module.AttentionMetadata()
+    module.SiblingMetadata()
+    assert session.recorder.attached == 0
+    assert "__post_init__" not in vars(module.AttentionMetadata) or not hasattr(
+        module.AttentionMetadata.__post_init__, "__wrapped__"
+    )
+
+
+def test_subclasses_are_covered_once_per_object(fake, session):
+    module = importlib.import_module(fake.module)
+    md = module.SubclassMetadata()
+    assert md.extra is True
+    assert session.recorder.attached == 1
+
+
+def test_violation_is_recorded_after_prepare(fake, session):
+    module = importlib.import_module(fake.module)
+    md = module.DSAtrtllmAttentionMetadata(seq_lens=(4, 4), stale=True)
+    md.prepare()
+    assert md.prepared == 1  # the original prepare still ran
+    report = hooks.read_report(fake.sink)
+    (violation,) = report.violations
+    assert violation["check"] == "req_idx_map"
+    assert not report.clean
+    md.prepare()  # written as it happens: a second prepare adds exactly one more line
+    assert len(hooks.read_report(fake.sink).violations) == 2
+
+
+def test_cuda_graph_copy_gets_its_own_sentinel(fake, session):
+    module = importlib.import_module(fake.module)
+    original = module.DSAtrtllmAttentionMetadata(seq_lens=(1, 1))
+    graph = original.create_cuda_graph_metadata()
+    assert session.recorder.attached == 2
+    graph.stale = True  # only the copy goes stale
+    graph.prepare()
+    # Had the copy kept the original's instance wrapper, its check would have read the original.
+    assert len(session.recorder.violations) == 1
+    assert session.recorder.violations[0]["details"]["id"] == id(graph)
+    (attached_copy,) = [r for r in hooks.read_report(fake.sink).attached if r["copy"]]
+    assert attached_copy["class"].endswith("DSAtrtllmAttentionMetadata")
+
+
+def test_plain_copy_without_post_init_keeps_the_original_sentinel(fake, session):
+    # Documented limit: only copies that rerun __post_init__ (upstream's pattern) get their own.
+    module = importlib.import_module(fake.module)
+    clone = copy.copy(module.DSAtrtllmAttentionMetadata())
+    assert session.recorder.attached == 1
+    assert clone is not None
+
+
+def test_clean_report_needs_an_attachment(fake, session):
+    report = hooks.read_report(fake.sink)
+    assert not report.clean
+    assert "attached to no metadata object" in sentinel_failures(report)[0]
+    module = importlib.import_module(fake.module)
+    module.DSAtrtllmAttentionMetadata().prepare()
+    report = hooks.read_report(fake.sink)
+    assert report.clean
+    assert sentinel_failures(report) == []
+
+
+def test_attach_failure_is_an_error_not_silence(fake):
+    config = hooks.HookConfig(**{**vars(fake.config), "sentinel": f"{fake.name}.sentinel:Broken"})
+    with hooks.sentinel_session(config):
+        importlib.import_module(fake.module).DSAtrtllmAttentionMetadata()
+    report = hooks.read_report(fake.sink)
+    assert report.attached == []
+    (error,) = report.errors
+    assert "cannot attach" in error["error"]
+    assert any("hook error" in f for f in sentinel_failures(report))
+
+
+def test_unknown_sentinel_factory_is_recorded(fake):
+    config = hooks.HookConfig(**{**vars(fake.config), "sentinel": "no_such_module_xyz:Sentinel"})
+    with hooks.sentinel_session(config):
+        importlib.import_module(fake.module).DSAtrtllmAttentionMetadata()
+    assert "no_such_module_xyz" in hooks.read_report(fake.sink).errors[0]["error"]
+
+
+def test_uninstall_restores_the_class_and_stops_watching(fake):
+    module = importlib.import_module(fake.module)
+    cls = module.DSAtrtllmAttentionMetadata
+    before = (vars(cls)["__post_init__"], cls.prepare)
+    finders = list(sys.meta_path)
+    with hooks.sentinel_session(fake.config) as installation:
+        assert vars(cls)["__post_init__"] is not before[0]
+    assert (vars(cls)["__post_init__"], cls.prepare) == before
+    assert "prepare" not in vars(cls)  # it was inherited, so the patch is deleted, not set
+    assert sys.meta_path == finders
+    cls()
+    assert installation.recorder.attached == 0
+
+
+def test_patching_twice_is_idempotent(fake):
+    module = importlib.import_module(fake.module)
+    recorder = hooks.Recorder(fake.config)
+    undo = hooks.patch_class(module.DSAtrtllmAttentionMetadata, recorder)
+    assert hooks.patch_class(module.DSAtrtllmAttentionMetadata, recorder) is undo
+    module.DSAtrtllmAttentionMetadata()
+    assert recorder.attached == 1
+    undo()
+
+
+def test_in_process_factory_overrides_the_configured_one(fake):
+    attached = []
+
+    class Counting:
+        violations = ()
+
+        def attach(self, metadata):
+            attached.append(metadata)
+
+    with hooks.sentinel_session(fake.config, factory=Counting):
+        md = importlib.import_module(fake.module).DSAtrtllmAttentionMetadata()
+    assert attached == [md]
+
+
+def test_mpi_pool_gets_our_initializer_and_keeps_theirs(fake):
+    calls = []
+
+    class Executor:
+        def __init__(self, **kwargs):
+            calls.append(kwargs)
+
+    mpi_session = SimpleNamespace(MPIPoolExecutor=Executor)
+    with hooks.sentinel_session(fake.config, mpi_session_module=mpi_session):
+        mpi_session.MPIPoolExecutor(max_workers=4, path=["x"], initializer=print, initargs=("a",))
+    assert mpi_session.MPIPoolExecutor is Executor  # undone
+    (kwargs,) = calls
+    assert kwargs["max_workers"] == 4 and kwargs["path"] == ["x"]
+    assert kwargs["initializer"] is hooks.install_in_worker
+    assert kwargs["initargs"] == (fake.config, print, ("a",))
+
+
+def test_worker_initializer_runs_the_chained_one(fake):
+    seen = []
+    hooks.install_in_worker(fake.config, seen.append, ("chained",))
+    assert seen == ["chained"]
+    # install_in_worker hooks this process for good (it is a worker); undo it for the suite.
+    for finder in [f for f in sys.meta_path if isinstance(f, hooks._PostImportFinder)]:
+        if fake.module in finder.names:
+            sys.meta_path.remove(finder)
+
+
+def test_a_worker_process_records_into_the_shared_sink(fake):
+    # What an MPI worker does: the initializer runs, then TensorRT-LLM imports the DSA module and
+    # builds metadata. Run it in a real child process and read its records from here.
+    code = textwrap.dedent(
+        f"""
+        import importlib, json, sys
+        from regress.trtllm import hooks
+        config = hooks.HookConfig(**json.loads(sys.argv[1]))
+        hooks.install_in_worker(config)
+        module = importlib.import_module({fake.module!r})
+        md = module.DSAtrtllmAttentionMetadata(seq_lens=(3, 1), stale=True)
+        md.prepare()
+        md.create_cuda_graph_metadata()
+        """
+    )
+    config = {**vars(fake.config), "module_names": list(fake.config.module_names)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.src), *sys.path])}
+    subprocess.run(
+        [sys.executable, "-c", code, json.dumps(config)], check=True, env=env, timeout=120
+    )
+    report = hooks.read_report(fake.sink)
+    assert {r["pid"] for r in report.attached} != {os.getpid()}
+    assert len(report.attached) == 2
+    assert len(report.violations) == 1
+    assert report.errors == []
+
+
+def test_torn_last_line_is_reported_as_an_error(tmp_path):
+    (tmp_path / "1.jsonl").write_text('{"event": "attached", "pid": 1}\n{"event": "viol')
+    report = hooks.read_report(tmp_path)
+    assert len(report.attached) == 1
+    assert "bad line" in report.errors[0]["error"]
+
+
+def test_dataclass_violations_are_serialised(fake, session, monkeypatch):
+    from regress.dsa.invariants import Violation
+
+    module = importlib.import_module(fake.module)
+    md = module.DSAtrtllmAttentionMetadata()
+    sentinel = session.recorder._sentinels[0]
+    sentinel.violations.append(Violation("kv_lens_2d_width", "too narrow", {"shape": [32, 1]}))
+    session.recorder.flush()
+    (violation,) = hooks.read_report(fake.sink).violations
+    assert violation == {
+        "event": "violation",
+        "pid": os.getpid(),
+        "check": "kv_lens_2d_width",
+        "message": "too narrow",
+        "details": {"shape": [32, 1]},
+    }
+    assert md is not None
+
+
+def test_resolve_factory_needs_module_and_attribute():
+    with pytest.raises(ValueError, match="module:attr"):
+        hooks.resolve_factory("regress.dsa")
+    assert hooks.resolve_factory("pathlib:Path") is Path
