@@ -91,10 +91,14 @@ def judge_case(
     return CaseOutcome(mine, sentinel_failures(sentinel))
 
 
-def upstream_reference(path: Path | str | None, keys: Sequence[str]) -> UpstreamReference | None:
-    """The first of ``keys`` present in an upstream-style ``acceptance_length.yaml``, or None.
+def upstream_reference(
+    path: Path | str | None, keys: Sequence[str], *, prompt_set: str | None = None
+) -> UpstreamReference | None:
+    """The first of ``keys`` in an upstream-style ``acceptance_length.yaml`` that applies, or None.
 
     The ``min_al`` gate is optional: a case without an entry is judged on batch invariance alone.
+    An entry may say which prompt set it was measured on (``prompts: mt_bench``); AL depends on
+    the prompts, so such an entry applies only to runs on that set.
     """
     if path is None or not Path(path).is_file():
         return None
@@ -102,6 +106,11 @@ def upstream_reference(path: Path | str | None, keys: Sequence[str]) -> Upstream
 
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     for key in keys:
-        if key in data:
-            return load_upstream_reference(path, key)
+        entry = data.get(key)
+        if entry is None:
+            continue
+        measured_on = (entry or {}).get("prompts")
+        if measured_on is not None and measured_on != prompt_set:
+            return None
+        return load_upstream_reference(path, key)
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -9,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from regress.acceptance.engines import Prompt
+from regress.acceptance.prompts import parse_prompt_line
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
+from regress.errors import UsageError
 from regress.trtllm.cases import Case
 from regress.trtllm.hooks import HookConfig, SentinelReport, read_report, sentinel_session
 from regress.trtllm.llm_config import LlmSpec, to_llm_kwargs
@@ -133,3 +136,41 @@ def sink_dir_for(root: Path, case: Case) -> Path:
     path = Path(root) / case.model.test_class / case.id
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+PROMPTS_ENV = "REGRESS_TRTLLM_PROMPTS"
+PROMPT_SET_ENV = "REGRESS_TRTLLM_PROMPT_SET"
+
+
+def load_prompt_set(
+    path: Path | str, *, limit: int | None = None, name: str | None = None
+) -> tuple[str, list[Prompt]]:
+    """Read prompts and name the set they form (acceptance depends on the prompts).
+
+    Accepts the acceptance package's JSONL (``{"prompt": ...}`` / ``{"token_ids": [...]}``) and
+    MT-bench's ``question.jsonl`` (``{"turns": [first, second]}``; the first turn is used).
+
+    Returns:
+        ``(name, prompts)``: ``name`` as given, else ``"mt_bench"`` for MT-bench files, else the
+        file's stem.
+    """
+    prompts: list[Prompt] = []
+    mt_bench = False
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        data = json.loads(line)
+        if isinstance(data, dict) and "turns" in data:
+            turns = data["turns"]
+            if not turns or not isinstance(turns[0], str):
+                raise UsageError(f'{where}: "turns" must start with a text turn')
+            mt_bench = True
+            prompts.append(turns[0])
+        else:
+            prompts.append(parse_prompt_line(line, where))
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise UsageError(f"prompts file {path} holds no prompts")
+    return name or ("mt_bench" if mt_bench else Path(path).stem), prompts
