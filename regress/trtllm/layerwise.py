@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regress.errors import MissingDependencyError
+
 # Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
 # runner.py) never announced seq_len_q > 1 GEN packs to the attention metadata, so DSA's
 # kv_lens_cuda_2d stayed one column wide and DeepGEMM aborted. The fix must stay confined to DSA:
@@ -162,11 +164,17 @@ def _accepted(func: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any
 
 
 def _runner_class(model: str) -> Any:
+    """``Runner`` (newer releases) or ``get_runner_cls(model)`` (older ones)."""
     try:
         from tensorrt_llm.tools.layer_wise_benchmarks.runner import Runner
     except ImportError:
-        from tensorrt_llm.tools.layer_wise_benchmarks import get_runner_cls
-
+        try:
+            from tensorrt_llm.tools.layer_wise_benchmarks import get_runner_cls
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"The layer-wise shape check drives tensorrt_llm.tools.layer_wise_benchmarks, "
+                f"which is not importable ({exc}); run it where TensorRT-LLM is installed."
+            ) from exc
         return get_runner_cls(model)
     return Runner
 
@@ -201,10 +209,10 @@ class ShapeCheck:
 
 def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> None:
     """Build upstream's runner and one GEN pack per ``seq_len_q``; needs TensorRT-LLM and a GPU."""
+    runner_cls = _runner_class(check.model)  # first: no CUDA touched when TensorRT-LLM is absent
     import torch
 
     torch.cuda.set_device(0)
-    runner_cls = _runner_class(check.model)
     max_q = max(check.seq_len_q)
     max_seq_len = check.seq_len_kv_cache + max_q
     mapping = runner_cls.create_mapping(enable_attention_dp=False)
