@@ -56,6 +56,7 @@ def _parse_stage(reader: NodeReader, name: str, name_node: object, spec: object)
         reader.add(name_node, f"stage name {name!r} may hold only letters, digits, '_', '.', '-'")
         return None
     values: dict[str, object] = {}
+    allowed = {"stage": STAGE_TERMS, "backend": BACKENDS}
     for key, key_node, value in reader.mapping(spec, f"stage {name!r}"):
         if key == "gpu_count":
             values[key] = reader.integer(value, f"{name}.gpu_count")
@@ -65,18 +66,19 @@ def _parse_stage(reader: NodeReader, name: str, name_node: object, spec: object)
                 for v in reader.sequence(value, f"{name}.pytest_args")
             )
         elif key in _STAGE_KEYS or key in _STAGE_OPTIONAL:
-            values[key] = reader.string(value, f"{name}.{key}")
+            text = reader.string(value, f"{name}.{key}")
+            if text is not None and key in allowed and text not in allowed[key]:
+                hint = did_you_mean(text, allowed[key])
+                reader.add(
+                    value, f"{name}.{key} is {text!r}{hint} (allowed: {', '.join(allowed[key])})"
+                )
+                text = None
+            values[key] = text
         else:
             reader.unknown_key(key_node, key, _STAGE_KEYS + _STAGE_OPTIONAL, f"stage {name!r}")
     missing = [k for k in _STAGE_KEYS if k not in values]
     if missing:
         reader.add(name_node, f"stage {name!r} lacks {', '.join(missing)}")
-        return None
-    if values["stage"] not in STAGE_TERMS and values["stage"] is not None:
-        reader.add(name_node, f"stage {name!r}: stage must be one of {', '.join(STAGE_TERMS)}")
-        return None
-    if values["backend"] not in BACKENDS and values["backend"] is not None:
-        reader.add(name_node, f"stage {name!r}: backend must be one of {', '.join(BACKENDS)}")
         return None
     if any(v is None for v in values.values()):
         return None
