@@ -1,0 +1,341 @@
+"""Probes: how one finished run of the user's command becomes a verdict (or a number).
+
+Every probe gets the argv the user gave after ``--`` (never a shell string we build), may add to it
+(the pytest probe injects ``--junitxml``), and classifies the finished process from its exit code,
+its output or the files it wrote. Running the process is :mod:`regress.bisect.runner`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from regress.bisect.verdicts import Outcome, Verdict
+from regress.errors import UsageError
+
+#: DeepGEMM's host assertion (``csrc/apis/attention.hpp``) or any Python assertion.
+DEFAULT_SIGNATURE = r"DG_HOST_ASSERT\(.*\)|AssertionError"
+
+
+@dataclass
+class Finished:
+    """A finished probe process, as the runner hands it to a probe."""
+
+    exit_code: int | None  # negative: killed by that signal; None: could not start
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    error: str = ""  # why it could not start
+    scratch: Path | None = None  # a private directory for files the probe asked for
+
+
+class Probe(Protocol):
+    """Turns a finished run into an :class:`Outcome`."""
+
+    kind: str
+
+    def argv(self, command: list[str], scratch: Path) -> list[str]: ...
+
+    def classify(self, run: Finished) -> Outcome: ...
+
+    def config(self) -> dict[str, Any]:
+        """Everything about the probe that can change a verdict (part of the store key)."""
+        ...
+
+
+def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
+    if run.exit_code is None and not run.timed_out:
+        return Outcome(Verdict.SKIP, f"could not start: {run.error}")
+    if run.timed_out:
+        return Outcome(
+            Verdict.SKIP, timeout_reason, exit_code=run.exit_code, details={"timeout": True}
+        )
+    return None
+
+
+def _crash(code: int) -> bool:
+    return code < 0 or code >= 128
+
+
+@dataclass
+class ExitCodeProbe:
+    """git bisect run's contract: 0 good, 125 skip, 1..127 bad, >= 128 or a signal a crash.
+
+    A crash is a skip unless ``crash_is_bad``: a segfault at an unrelated commit should not be
+    blamed for the regression we are after.
+    """
+
+    crash_is_bad: bool = False
+    kind: str = "exit-code"
+
+    def argv(self, command: list[str], scratch: Path) -> list[str]:
+        return list(command)
+
+    def classify(self, run: Finished) -> Outcome:
+        early = _not_run(run)
+        if early:
+            return early
+        code = run.exit_code
+        assert code is not None
+        if code == 0:
+            return Outcome(Verdict.GOOD, "exit 0", exit_code=code)
+        if code == 125:
+            return Outcome(Verdict.SKIP, "exit 125 (skip)", exit_code=code)
+        if _crash(code):
+            what = f"signal {-code}" if code < 0 else f"exit {code}"
+            verdict = Verdict.BAD if self.crash_is_bad else Verdict.SKIP
+            return Outcome(verdict, f"crash ({what})", exit_code=code)
+        return Outcome(Verdict.BAD, f"exit {code}", exit_code=code)
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": self.kind, "crash_is_bad": self.crash_is_bad}
+
+
+@dataclass
+class AssertProbe:
+    """Bad iff the output shows the signature; good on exit 0; any other failure is a skip.
+
+    The skip is the point: a commit that fails for an unrelated reason (an import error, a build
+    break) says nothing about the assertion we are hunting, so it must not be blamed.
+    """
+
+    signature: str = DEFAULT_SIGNATURE
+    kind: str = "assert"
+    _pattern: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            self._pattern = re.compile(self.signature)
+        except re.error as exc:
+            raise UsageError(f"--signature {self.signature!r} is not a valid regex: {exc}") from exc
+
+    def argv(self, command: list[str], scratch: Path) -> list[str]:
+        return list(command)
+
+    def classify(self, run: Finished) -> Outcome:
+        match = self._pattern.search(run.stdout) or self._pattern.search(run.stderr)
+        if match:
+            return Outcome(
+                Verdict.BAD, f"signature matched: {match.group(0)[:200]}", exit_code=run.exit_code
+            )
+        early = _not_run(run)
+        if early:
+            return early
+        if run.exit_code == 0:
+            return Outcome(Verdict.GOOD, "exit 0, no signature", exit_code=0)
+        return Outcome(
+            Verdict.SKIP,
+            f"failed without the signature (exit {run.exit_code})",
+            exit_code=run.exit_code,
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": self.kind, "signature": self.signature}
+
+
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
+
+
+def json_path(data: Any, path: str) -> Any:
+    """Follow a dotted path with list indices, e.g. ``runs[1].acceptance_length``.
+
+    Raises:
+        KeyError: naming the first step that does not exist.
+    """
+    node = data
+    pos = 0
+    for match in _TOKEN.finditer(path):
+        if match.start() != pos and path[pos : match.start()] != ".":
+            raise KeyError(f"cannot parse {path!r} near {path[pos:]!r}")
+        pos = match.end()
+        key, index = match.groups()
+        try:
+            if index is not None:
+                node = node[int(index)]
+            elif isinstance(node, list) and key.lstrip("-").isdigit():
+                node = node[int(key)]
+            else:
+                node = node[key]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise KeyError(f"{path!r}: no {match.group(0)!r} here") from exc
+    if pos != len(path):
+        raise KeyError(f"cannot parse {path!r} near {path[pos:]!r}")
+    return node
+
+
+def find_json(text: str) -> Any:
+    """The JSON document in a command's stdout: all of it, else its last JSON line."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line[:1] in "{[":
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        return json.loads(text[start : end + 1])
+    raise ValueError("no JSON document in the output")
+
+
+@dataclass
+class MetricProbe:
+    """A number per run, from the command's JSON output (a dotted path) or a regex.
+
+    Without ``threshold`` the outcome carries only the value (verdict ``None``) and the metric
+    judge decides from the distributions. With it, each run is judged alone: worse than the
+    threshold (per ``direction``: +1 higher is better, -1 lower is better) is bad.
+    """
+
+    path: str | None = None
+    regex: str | None = None
+    threshold: float | None = None
+    direction: int | None = None
+    kind: str = "metric"
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.regex is None):
+            raise UsageError(
+                "the metric probe needs exactly one of --metric PATH or --metric-regex RE"
+            )
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise UsageError(
+                    f"--metric-regex {self.regex!r} is not a valid regex: {exc}"
+                ) from exc
+        if self.threshold is not None and self.direction is None:
+            raise UsageError("--threshold needs --higher-is-better or --lower-is-better")
+
+    def argv(self, command: list[str], scratch: Path) -> list[str]:
+        return list(command)
+
+    def value(self, run: Finished) -> float:
+        if self.regex is not None:
+            matches = list(re.finditer(self.regex, run.stdout + "\n" + run.stderr))
+            if not matches:
+                raise ValueError(f"--metric-regex {self.regex!r} matched nothing")
+            last = matches[-1]
+            raw = last.group(1) if last.groups() else last.group(0)
+        else:
+            raw = json_path(find_json(run.stdout), self.path or "")
+        number = float(raw)
+        if not math.isfinite(number):
+            raise ValueError(f"the metric is {number}")
+        return number
+
+    def classify(self, run: Finished) -> Outcome:
+        # A value counts even on a nonzero exit: `regress accept` exits 1 on a regression and
+        # still prints its report.
+        try:
+            value = self.value(run)
+        except (ValueError, KeyError, TypeError) as exc:
+            early = _not_run(run)
+            return early or Outcome(Verdict.SKIP, f"no metric: {exc}", exit_code=run.exit_code)
+        if self.threshold is None:
+            return Outcome(None, f"measured {value:.6g}", exit_code=run.exit_code, value=value)
+        assert self.direction is not None
+        bad = (value - self.threshold) * self.direction < 0
+        verdict = Verdict.BAD if bad else Verdict.GOOD
+        side = "worse" if bad else "not worse"
+        return Outcome(
+            verdict,
+            f"{value:.6g} {side} than {self.threshold:g}",
+            exit_code=run.exit_code,
+            value=value,
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "regex": self.regex,
+            "threshold": self.threshold,
+            "direction": self.direction,
+        }
+
+
+@dataclass
+class PytestProbe:
+    """Run a pytest command with a JUnit file injected and classify from the file.
+
+    passed: good; any failure: bad; errors, skips or nothing collected: skip (the test could not
+    say anything about this commit).
+    """
+
+    kind: str = "pytest"
+
+    def argv(self, command: list[str], scratch: Path) -> list[str]:
+        return [*command, f"--junitxml={scratch / 'junit.xml'}"]
+
+    def classify(self, run: Finished) -> Outcome:
+        early = _not_run(run)
+        if early:
+            return early
+        path = (run.scratch or Path(".")) / "junit.xml"
+        counts = junit_counts(path)
+        if counts is None:
+            return Outcome(
+                Verdict.SKIP, f"no JUnit report (exit {run.exit_code})", exit_code=run.exit_code
+            )
+        details = {"junit": counts}
+        if counts["failed"]:
+            verdict, reason = Verdict.BAD, f"{counts['failed']} failed"
+        elif counts["error"] or counts["skipped"] or not counts["passed"]:
+            verdict = Verdict.SKIP
+            reason = (
+                f"{counts['error']} errors, {counts['skipped']} skipped, {counts['passed']} passed"
+            )
+        else:
+            verdict, reason = Verdict.GOOD, f"{counts['passed']} passed"
+        return Outcome(verdict, reason, exit_code=run.exit_code, details=details)
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+def junit_counts(path: Path) -> dict[str, int] | None:
+    """passed/failed/error/skipped test cases in a JUnit file, or ``None`` if unreadable."""
+    from junitparser import Error, Failure, JUnitXml, Skipped
+
+    try:
+        xml = JUnitXml.fromfile(str(path))
+    except Exception:  # missing, empty or torn file: the run said nothing usable
+        return None
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    suites = [xml] if xml._tag == "testsuite" else list(xml)
+    for suite in suites:
+        for case in suite:
+            results = case.result
+            if any(isinstance(r, Failure) for r in results):
+                counts["failed"] += 1
+            elif any(isinstance(r, Error) for r in results):
+                counts["error"] += 1
+            elif any(isinstance(r, Skipped) for r in results):
+                counts["skipped"] += 1
+            else:
+                counts["passed"] += 1
+    return counts
+
+
+def make_probe(kind: str, **options: Any) -> Probe:
+    """Build a probe by its CLI name; unknown names are a usage error."""
+    factories = {
+        "exit-code": ExitCodeProbe,
+        "assert": AssertProbe,
+        "metric": MetricProbe,
+        "pytest": PytestProbe,
+    }
+    if kind not in factories:
+        raise UsageError(f"unknown probe {kind!r}: use one of {', '.join(factories)}")
+    return factories[kind](**options)

@@ -1,0 +1,265 @@
+"""Running the probe at a commit: checkout, overlay, build, probe, in parallel job slots.
+
+Each job slot is a private clone (:class:`regress.bisect.git.Workspace`) pinned to one GPU when
+``--gpus`` is given. Builds and probes run with cwd = the slot, ``REGRESS_COMMIT`` and
+``REGRESS_WORKTREE`` set, in their own process group so a timeout or Ctrl-C kills the whole tree,
+optionally behind a launcher argv prefix (``srun --gpus=1 ...``) so each job can be a Slurm step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from regress.bisect.git import Workspace
+from regress.bisect.probes import Finished, Probe
+from regress.bisect.verdicts import Outcome, Verdict
+from regress.errors import UsageError
+
+KILL_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A file or directory copied into every worktree (a new test, a probe script)."""
+
+    source: Path
+    dest: str  # relative to the worktree root
+
+    @classmethod
+    def parse(cls, spec: str, repo_root: Path) -> Overlay:
+        """``SRC[:DEST]``; DEST defaults to SRC's path inside the repository, else its name."""
+        src_text, _, dest = spec.partition(":")
+        source = Path(src_text).expanduser().resolve()
+        if not source.exists():
+            raise UsageError(f"--overlay {spec!r}: {source} does not exist")
+        if not dest:
+            try:
+                dest = str(source.relative_to(repo_root.resolve()))
+            except ValueError:
+                dest = source.name
+        if Path(dest).is_absolute() or ".." in Path(dest).parts:
+            raise UsageError(
+                f"--overlay {spec!r}: DEST must be a relative path inside the worktree"
+            )
+        return cls(source, dest)
+
+    def digest(self) -> str:
+        """Content hash, so a changed overlay is a new probe configuration."""
+        h = hashlib.sha256()
+        files = sorted(self.source.rglob("*")) if self.source.is_dir() else [self.source]
+        for f in files:
+            if f.is_file():
+                h.update(str(f.relative_to(self.source.parent)).encode())
+                h.update(f.read_bytes())
+        return h.hexdigest()[:16]
+
+    def apply(self, worktree: Path) -> None:
+        target = worktree / self.dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if self.source.is_dir():
+            shutil.copytree(self.source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(self.source, target)
+
+
+@dataclass
+class RunnerConfig:
+    """How to run the probe; see ``regress bisect run --help`` for each option."""
+
+    command: list[str]
+    build: str | None = None
+    overlays: list[Overlay] = field(default_factory=list)
+    timeout: float | None = None
+    launcher: list[str] = field(default_factory=list)
+    jobs: int = 1
+    gpus: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")
+        if self.gpus is not None and len(self.gpus) < self.jobs:
+            raise UsageError(
+                f"--gpus lists {len(self.gpus)} GPUs for --jobs {self.jobs}: give one per job"
+            )
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+
+
+EnvHook = Callable[[str, Path], dict[str, str]]
+
+
+class Runner:
+    """Runs the probe at commits, one per job slot, and classifies each run.
+
+    Args:
+        workspace: the slots to check commits out in.
+        probe: classifies finished runs.
+        config: command, build, overlays, timeout, launcher, jobs, GPUs.
+        logs: directory for each run's captured output.
+        env_hook: per-commit extra environment (the TensorRT-LLM recipe's DSA module path).
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        probe: Probe,
+        config: RunnerConfig,
+        logs: Path,
+        env_hook: EnvHook | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.probe = probe
+        self.config = config
+        self.logs = logs
+        self.env_hook = env_hook
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._runs = 0
+        self._stopping = False
+
+    def run_many(self, shas: Sequence[str]) -> list[Outcome]:
+        """One run per sha, ``jobs`` at a time, in slot order; results in input order."""
+        if len(shas) <= 1 or self.config.jobs == 1:
+            return [self.run(0, sha) for sha in shas]
+        out: list[Outcome] = []
+        for start in range(0, len(shas), self.config.jobs):
+            batch = shas[start : start + self.config.jobs]
+            pool = ThreadPoolExecutor(max_workers=len(batch))
+            try:
+                futures = [pool.submit(self.run, slot, sha) for slot, sha in enumerate(batch)]
+                out += [fut.result() for fut in futures]
+            except BaseException:
+                # Ctrl-C lands here in the main thread: kill the jobs' process groups first,
+                # or shutting the pool down would wait for probes nobody wants any more.
+                self.stop()
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return out
+
+    def run(self, slot: int, sha: str) -> Outcome:
+        start = time.monotonic()
+        with self._lock:
+            self._runs += 1
+            run_id = self._runs
+        worktree = self.workspace.checkout(slot, sha)
+        for overlay in self.config.overlays:
+            overlay.apply(worktree)
+        env = self._env(slot, sha, worktree)
+        name = f"{sha[:12]}-{run_id}"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        if self.config.build:
+            build = self._exec(
+                [*self.config.launcher, "sh", "-c", self.config.build],
+                worktree,
+                env,
+                self.logs / f"{name}-build",
+            )
+            if build.exit_code != 0:
+                why = "timeout" if build.timed_out else f"exit {build.exit_code}"
+                return Outcome(
+                    Verdict.SKIP,
+                    f"build failed ({why})",
+                    exit_code=build.exit_code,
+                    seconds=time.monotonic() - start,
+                    log=str(self.logs / f"{name}-build.log"),
+                    details={"build_failed": True},
+                )
+        scratch = self.logs / f"scratch-{run_id}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        argv = [*self.config.launcher, *self.probe.argv(self.config.command, scratch)]
+        finished = self._exec(argv, worktree, env, self.logs / name)
+        finished.scratch = scratch
+        outcome = self.probe.classify(finished)
+        if finished.timed_out and outcome.verdict is Verdict.SKIP:
+            outcome.reason = f"timeout after {self.config.timeout:g}s"
+        outcome.seconds = time.monotonic() - start
+        outcome.log = str(self.logs / f"{name}.log")
+        shutil.rmtree(scratch, ignore_errors=True)
+        return outcome
+
+    def _env(self, slot: int, sha: str, worktree: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.config.env)
+        env.update(REGRESS_COMMIT=sha, REGRESS_WORKTREE=str(worktree), REGRESS_JOB=str(slot))
+        if self.config.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.config.gpus[slot]
+        if self.env_hook:
+            env.update(self.env_hook(sha, worktree))
+        return env
+
+    def _exec(self, argv: list[str], cwd: Path, env: dict[str, str], log_base: Path) -> Finished:
+        out_path = log_base.parent / f"{log_base.name}.log"
+        err_path = log_base.parent / f"{log_base.name}.err"
+        timed_out = False
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            with self._lock:
+                if self._stopping:
+                    return Finished(exit_code=None, error="interrupted")
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        cwd=cwd,
+                        env=env,
+                        stdout=out,
+                        stderr=err,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    return Finished(exit_code=None, error=str(exc))
+                self._live.add(proc)
+            try:
+                proc.wait(timeout=self.config.timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+            except BaseException:
+                # Ctrl-C: the probe runs in its own session, so the terminal's SIGINT never
+                # reached it; take its whole group down before unwinding.
+                _kill_group(proc)
+                raise
+            finally:
+                with self._lock:
+                    self._live.discard(proc)
+        return Finished(
+            exit_code=proc.returncode,
+            stdout=out_path.read_text(errors="replace"),
+            stderr=err_path.read_text(errors="replace"),
+            timed_out=timed_out,
+        )
+
+    def stop(self) -> None:
+        """Kill every running build or probe with its process group and start no new one."""
+        with self._lock:
+            self._stopping = True
+            live = list(self._live)
+        for proc in live:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group, then SIGKILL what is still there after a grace period."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            # the leader is gone; make sure no child in its group outlives it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,60 @@
+"""Throwaway linear git histories for tests, benchmarks and demos of the bisect.
+
+A history is a list of commits, each a mapping of file paths to new contents. Commits are made with
+a fixed author and dates, so the same history always has the same shas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from regress.bisect.git import git
+
+AUTHOR = ("Regress Bot", "bot@regress.invalid")
+
+
+def write_history(
+    path: Path,
+    commits: Sequence[Mapping[str, str]],
+    *,
+    subjects: Sequence[str] | None = None,
+    executable: Sequence[str] = (),
+) -> list[str]:
+    """Create a git repository at ``path`` with one commit per mapping; return the shas in order.
+
+    Args:
+        path: a directory that does not exist yet or is empty.
+        commits: per commit, the files it writes (path -> content); ``None``-free, never deletes.
+        subjects: commit subjects (default ``commit <i>``).
+        executable: files to mark executable (probe scripts).
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "--quiet", "--initial-branch=main")
+    shas = []
+    for i, files in enumerate(commits):
+        for name, content in files.items():
+            target = path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            if name in executable:
+                target.chmod(0o755)
+        _git(path, "add", "--all")
+        subject = subjects[i] if subjects else f"commit {i}"
+        date = f"@{1_700_000_000 + 60 * i} +0000"
+        _git(path, "commit", "--quiet", "--allow-empty", "-m", subject, date=date)
+        shas.append(_git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def _git(path: Path, *args: str, date: str | None = None) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": AUTHOR[0],
+        "GIT_AUTHOR_EMAIL": AUTHOR[1],
+        "GIT_COMMITTER_NAME": AUTHOR[0],
+        "GIT_COMMITTER_EMAIL": AUTHOR[1],
+    }
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    config = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
+    return git([*config, *args], cwd=path, env=env).stdout.strip()

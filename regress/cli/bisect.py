@@ -1,0 +1,317 @@
+"""``regress bisect``: find the commit that caused (or fixed) a regression; a thin click layer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from regress.errors import UsageError
+
+RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
+
+\b
+  regress bisect run --good v1.2 --bad main -- ./probe.sh
+  regress bisect run --good A --bad B --flaky --jobs 4 -- pytest tests/test_x.py
+  regress bisect run --good A --bad B --probe assert --timeout 600 -- python bench.py
+  regress bisect run --good A --bad B --probe metric --metric runs[1].acceptance_length \\
+      --higher-is-better -- regress accept --json -
+  regress bisect run --good OLD --bad NEW --find-fix --probe pytest -- pytest -x tests/t.py
+
+\b
+The probe runs in a private clone under the cache directory (never in your checkout)
+with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
+  exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
+             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad)
+  assert     bad iff the output matches --signature (default: DeepGEMM's
+             DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
+  metric     a number from the command's JSON output (--metric PATH) or a regex
+             (--metric-regex); endpoints are measured repeatedly and each commit
+             is compared with both; or a fixed --threshold per run
+  pytest     a JUnit file is injected: passed good, failed bad, else skip
+
+\b
+The search is deterministic (git bisect, plus one confirmation run) until the
+verdicts contradict each other, then flake aware; --flaky starts there. Results
+are stored per commit and probe configuration: rerunning the same command
+resumes without repeating a probe. Exit codes: 0 culprit found, 3 inconclusive,
+2 bad input, 1 error, 130 interrupted (rerun to resume).
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def bisect() -> None:
+    """Find the commit that caused (or fixed) a regression: run, log, status, reset."""
+
+
+def _where(f):
+    f = click.option("--repo", default=".", show_default=True, help="The git checkout to bisect.")(
+        f
+    )
+    return click.option(
+        "--cache-dir",
+        default=None,
+        help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
+    )(f)
+
+
+@bisect.command("run", help=RUN_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--good", required=True, help="A revision without the problem (the older end).")
+@click.option("--bad", default="HEAD", show_default=True, help="A revision with the problem.")
+@_where
+@click.option(
+    "--probe",
+    "probe_kind",
+    default="exit-code",
+    show_default=True,
+    type=click.Choice(["exit-code", "assert", "metric", "pytest"]),
+)
+@click.option("--signature", default=None, help="assert probe: regex that marks a bad run.")
+@click.option(
+    "--crash-is-bad", is_flag=True, help="exit-code probe: a crash (>= 128, signal) is bad."
+)
+@click.option(
+    "--metric", default=None, help="metric probe: dotted JSON path, e.g. runs[1].acceptance_length."
+)
+@click.option(
+    "--metric-regex", default=None, help="metric probe: regex whose first group is the number."
+)
+@click.option(
+    "--threshold", type=float, default=None, help="metric probe: judge each run against X."
+)
+@click.option(
+    "--higher-is-better/--lower-is-better",
+    "higher",
+    default=None,
+    help="metric probe: which way is better (default: learned from the endpoints).",
+)
+@click.option(
+    "--metric-runs",
+    default="5,3,10",
+    show_default=True,
+    help="metric probe: runs per endpoint, first runs per commit, most runs per commit.",
+)
+@click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.99,
+    show_default=True,
+    help="Posterior probability the culprit needs (flaky mode).",
+)
+@click.option(
+    "--false-pass/--no-false-pass",
+    default=None,
+    help="Model bad commits that pass by chance (default: inferred from the runs).",
+)
+@click.option(
+    "--endpoint-runs",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Flaky mode: runs of each endpoint to estimate the flake rates.",
+)
+@click.option(
+    "--verify-runs",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Flaky mode: runs the culprit and its parent each need before stopping.",
+)
+@click.option("--max-probes", type=int, default=None, help="Give up (exit 3) after this many runs.")
+@click.option(
+    "--find-fix", is_flag=True, help="Find the first good commit: --bad is the older end."
+)
+@click.option(
+    "--first-parent", is_flag=True, help="Follow only the first parent (merge-heavy history)."
+)
+@click.option("--jobs", "-j", type=int, default=None, help="Probe this many commits per round.")
+@click.option(
+    "--gpus", default=None, help="Comma-separated GPU ids, one per job (CUDA_VISIBLE_DEVICES)."
+)
+@click.option(
+    "--launcher", default=None, help='Argv prefix for builds and probes, e.g. "srun --gpus=1".'
+)
+@click.option("--build", default=None, help="Shell command run in the worktree before the probe.")
+@click.option(
+    "--timeout", type=float, default=None, help="Kill a build or probe after S seconds (skip)."
+)
+@click.option(
+    "--overlay", multiple=True, help="SRC[:DEST] copied into every worktree (repeatable)."
+)
+@click.option(
+    "--recipe",
+    type=click.Choice(["trtllm", "trtllm-precompiled"]),
+    default=None,
+    help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
+)
+@click.option("--wheel", default=None, help="trtllm-precompiled: TRTLLM_PRECOMPILED_LOCATION.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
+@click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
+@click.option(
+    "--json", "json_out", default=None, help="Write the result as JSON to FILE, or - for stdout."
+)
+@click.option("--junit", default=None, help="Write a JUnit report (a testcase per probed commit).")
+@click.option("--markdown", default=None, help="Write a markdown summary for a PR comment.")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
+@click.argument("command", nargs=-1, required=True)
+def run(**opts) -> None:
+    from regress.bisect.report import to_junit, to_markdown
+    from regress.bisect.session import BisectConfig, run_bisect
+
+    config = BisectConfig(
+        good=opts["good"],
+        bad=opts["bad"],
+        command=list(opts["command"]),
+        repo=opts["repo"],
+        probe=opts["probe_kind"],
+        crash_is_bad=opts["crash_is_bad"],
+        metric=opts["metric"],
+        metric_regex=opts["metric_regex"],
+        threshold=opts["threshold"],
+        direction=None if opts["higher"] is None else (1 if opts["higher"] else -1),
+        metric_runs=_runs(opts["metric_runs"]),
+        flaky=opts["flaky"],
+        confidence=opts["confidence"],
+        false_pass=opts["false_pass"],
+        endpoint_runs=opts["endpoint_runs"],
+        verify_runs=opts["verify_runs"],
+        max_probes=opts["max_probes"],
+        find_fix=opts["find_fix"],
+        first_parent=opts["first_parent"],
+        gpus=_gpus(opts["gpus"]),
+        launcher=shlex.split(opts["launcher"]) if opts["launcher"] else [],
+        build=opts["build"],
+        timeout=opts["timeout"],
+        overlays=list(opts["overlay"]),
+        recipe=opts["recipe"],
+        wheel=opts["wheel"],
+        cache_dir=opts["cache_dir"],
+        use_cache=not opts["no_cache"],
+        keep_worktrees=opts["keep_worktrees"],
+    )
+    if opts["signature"]:
+        config.signature = opts["signature"]
+    config.jobs = opts["jobs"] or (len(config.gpus) if config.gpus else 1)
+    try:
+        with _sigterm_as_interrupt():
+            result = run_bisect(config, progress=None if opts["quiet"] else _render)
+    except KeyboardInterrupt:
+        click.echo("regress: interrupted; rerun the same command to resume", err=True)
+        sys.exit(130)
+    to_stdout = opts["json_out"] == "-"
+    click.echo(result.summary(), err=to_stdout)
+    _write(opts["json_out"], result.dumps())
+    _write(opts["junit"], to_junit(result) if opts["junit"] else "")
+    _write(opts["markdown"], to_markdown(result) if opts["markdown"] else "")
+    sys.exit(result.exit_code)
+
+
+@bisect.command("log")
+@_where
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
+    """Every probe run of the latest bisect of this repository, in execution order."""
+    from regress.bisect.state import bisect_log
+
+    runs = bisect_log(repo, cache_dir)
+    if as_json:
+        click.echo(json.dumps(runs, indent=2))
+        return
+    for i, r in enumerate(runs, 1):
+        value = f" value={r['value']:.6g}" if r.get("value") is not None else ""
+        click.echo(
+            f"{i:4d} {r['commit'][:12]} {r['verdict'] or 'measured':8s} "
+            f"{r['seconds']:7.1f}s {r['reason']}{value}"
+        )
+
+
+@bisect.command("status")
+@_where
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
+def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
+    """Where the latest bisect of this repository stands (replayed from stored results)."""
+    from regress.bisect.state import bisect_status
+
+    state = bisect_status(repo, cache_dir)
+    if as_json:
+        click.echo(json.dumps(state, indent=2))
+        return
+    click.echo(state["text"])
+
+
+@bisect.command("reset")
+@_where
+def reset(repo: str, cache_dir: str | None) -> None:
+    """Forget this repository's stored results, session, clones and logs."""
+    from regress.bisect.state import bisect_reset
+
+    click.echo(bisect_reset(repo, cache_dir))
+
+
+def _render(p) -> None:
+    if p.kind != "step":
+        click.echo(f"regress bisect: {p.kind}: {p.message}", err=True)
+        return
+    pairs = " ".join(f"{c} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
+    eta = f", ~{_clock(p.eta)} left" if p.eta is not None else ""
+    note = f" ({p.message})" if p.message else ""
+    click.echo(
+        f"[{p.step:3d}] {pairs}{note} | {p.candidates} candidates, top {p.mass:.3f} | "
+        f"{p.probes} runs, {_clock(p.elapsed)} elapsed{eta} [{p.strategy}]",
+        err=True,
+    )
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _runs(text: str) -> tuple[int, int, int]:
+    try:
+        ends, first, most = (int(x) for x in text.split(","))
+    except ValueError as exc:
+        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 5,3,10") from exc
+    if not 2 <= first <= most or ends < 2:
+        raise UsageError("--metric-runs: need endpoints >= 2 and 2 <= first <= most")
+    return ends, first, most
+
+
+def _gpus(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    return [g.strip() for g in text.split(",") if g.strip()]
+
+
+def _write(target: str | None, text: str) -> None:
+    if not target:
+        return
+    if target == "-":
+        click.echo(text, nl=False)
+    else:
+        Path(target).write_text(text)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's cancel) unwinds like Ctrl-C, so probes are killed and slots cleaned."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. embedded): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
