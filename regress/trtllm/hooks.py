@@ -49,14 +49,15 @@ class HookConfig:
         sentinel: ``"module:attr"`` of a zero-argument factory returning an object with
             ``attach(metadata)`` and a ``violations`` sequence.
         flush_methods: metadata methods after which new violations are written out, so a worker
-            that dies without running ``atexit`` has still recorded what it saw.
+            that dies without running ``atexit`` has still recorded what it saw: ``prepare``
+            (once per forward) and ``on_update`` (which also closes every draft loop).
     """
 
     sink_dir: str
     module_names: tuple[str, ...]
     class_name: str = DEFAULT_CLASS
     sentinel: str = DEFAULT_SENTINEL
-    flush_methods: tuple[str, ...] = ("prepare",)
+    flush_methods: tuple[str, ...] = ("prepare", "on_update")
 
 
 def resolve_factory(spec: str) -> Callable[[], Any]:

@@ -60,6 +60,29 @@ class CaseRun:
     notes: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record of the run: what ran (spec), what it measured, what was seen."""
+        return {
+            "test_class": self.case.model.test_class,
+            "case": self.case.id,
+            "spec": self.spec.to_dict(),
+            "stats": self.stats.to_dict(),
+            "sentinel": {
+                "attached": len(self.sentinel.attached),
+                "violations": self.sentinel.violations,
+                "errors": self.sentinel.errors,
+            },
+            "notes": list(self.notes),
+            "wall_seconds": round(self.wall_seconds, 3),
+        }
+
+    def save(self, directory: Path | str) -> Path:
+        """Write ``<directory>/<TestClass>/<case id>.json`` and return its path."""
+        path = Path(directory) / self.case.model.test_class / f"{self.case.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+        return path
+
 
 def run_case(
     case: Case,

@@ -132,6 +132,11 @@ def test_run_case_measures_and_watches(tmp_path, fake_dsa):
     assert result.notes == ["a note"]
     assert result.spec.max_batch_size == 8
     assert result.wall_seconds >= 0
+    saved = json.loads(result.save(tmp_path / "artifacts").read_text())
+    assert (saved["test_class"], saved["case"]) == ("TestGLM52", "b8-k4-eager")
+    assert saved["stats"]["acceptance_length"] == pytest.approx(5.0)
+    assert saved["sentinel"] == {"attached": 1, "violations": [], "errors": []}
+    assert saved["spec"]["max_batch_size"] == 8
 
 
 def test_the_fake_defect_fails_the_gates_and_the_fix_passes(tmp_path, fake_dsa):
