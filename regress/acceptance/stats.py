@@ -297,3 +297,56 @@ def summarize(
         seed=seed,
         n_boot=n_boot,
     )
+
+
+def paired_drop_intervals(
+    reference: RunStats, run: RunStats, *, seed: int = 0, n_boot: int = 1000
+) -> dict[str, list[float] | None] | None:
+    """95% bootstrap intervals of ``reference - run`` for AL, every position and the decay slope.
+
+    Both runs served the same prompts, so prompts are resampled jointly: prompt-to-prompt
+    variation (some texts are simply easier to draft) cancels out of the difference, and a loss
+    that two separate intervals would blur together stands out. This is what makes a 10-prompt
+    CI smoke run able to see a batch-dependent bug.
+
+    Returns:
+        ``{"acceptance_length": [lo, hi], "per_position[1]": [lo, hi], ...,
+        "conditional_slope": [lo, hi] or None}``, or None when the runs do not cover the same
+        prompts with the same K (then the runs cannot be paired).
+    """
+    k = reference.max_draft_len
+    ref_by = {r.prompt_index: r for r in reference.per_request}
+    run_by = {r.prompt_index: r for r in run.per_request}
+    if run.max_draft_len != k or not ref_by or ref_by.keys() != run_by.keys() or None in ref_by:
+        return None
+    keys = sorted(ref_by)
+    a_steps = [ref_by[p].steps for p in keys]
+    a_reach = [ref_by[p].reach for p in keys]
+    b_steps = [run_by[p].steps for p in keys]
+    b_reach = [run_by[p].reach for p in keys]
+    rng = random.Random(seed)
+    n = len(keys)
+    names = ["acceptance_length", *(f"per_position[{i + 1}]" for i in range(k))]
+    samples: dict[str, list[float]] = {name: [] for name in [*names, "conditional_slope"]}
+    for _ in range(n_boot):
+        sa = sb = 0
+        ra = [0] * k
+        rb = [0] * k
+        for j in rng.choices(range(n), k=n):
+            sa += a_steps[j]
+            sb += b_steps[j]
+            for i in range(k):
+                ra[i] += a_reach[j][i]
+                rb[i] += b_reach[j][i]
+        if not sa or not sb:
+            continue
+        al_a, pos_a, cond_a = _rates(sa, ra)
+        al_b, pos_b, cond_b = _rates(sb, rb)
+        for name, da in zip(
+            names, [al_a - al_b, *(x - y for x, y in zip(pos_a, pos_b, strict=True))], strict=True
+        ):
+            samples[name].append(da)
+        slope_a, slope_b = slope(cond_a), slope(cond_b)
+        if slope_a is not None and slope_b is not None:
+            samples["conditional_slope"].append(slope_a - slope_b)
+    return {name: _interval(values) for name, values in samples.items()}

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from regress.acceptance.stats import RunStats
+from regress.acceptance.stats import RunStats, paired_drop_intervals
 
 #: Slack on every threshold comparison, so a value exactly on a boundary passes despite rounding
 #: (4.0 * (1 - 0.05) is not exactly 3.8 in binary floating point).
@@ -78,23 +78,32 @@ def compare_metric(
     value: float,
     value_ci: Sequence[float] | None,
     tolerance: float,
+    *,
+    drop_ci: Sequence[float] | None = None,
 ) -> dict:
     """Judge whether ``value`` fell below ``reference`` by more than noise and tolerance.
 
     A drop is a regression only when it is both larger than ``tolerance`` (relative to the
-    reference) and larger than the combined 95% CI half-widths (added in quadrature, the usual
-    approximation for the CI of a difference of two independent estimates). The tolerance keeps
-    harmless drift (batch-dependent numerics) from failing CI; the CI keeps small prompt sets from
-    producing verdicts out of noise. Rises never count: a regression is a loss of acceptance.
+    reference) and statistically significant. Significance comes from ``drop_ci``, a paired
+    bootstrap interval of ``reference - value`` over the same prompts, when there is one: the
+    drop is significant when its whole 95% interval lies above zero. Without it (a baseline from
+    another session), the drop must exceed the two 95% CI half-widths added in quadrature, the
+    usual approximation for the CI of a difference of two independent estimates. The tolerance
+    keeps harmless drift (batch-dependent numerics) from failing CI; the CI keeps small prompt
+    sets from producing verdicts out of noise. Rises never count: a regression is a loss.
 
     Returns:
-        A JSON-ready dict with both values, both CIs, the drop, the margin and ``regressed``.
+        A JSON-ready dict with both values, both CIs, the drop, the noise test and ``regressed``.
     """
     drop = reference - value
     relative_drop = drop / reference if reference > 0 else 0.0
-    margin = math.hypot(_half_width(reference_ci), _half_width(value_ci))
     beyond_tolerance = relative_drop > tolerance + EPS
-    significant = drop > margin + EPS
+    if drop_ci is not None:
+        margin = None
+        significant = drop_ci[0] > EPS
+    else:
+        margin = math.hypot(_half_width(reference_ci), _half_width(value_ci))
+        significant = drop > margin + EPS
     return {
         "metric": metric,
         "reference": reference,
@@ -104,6 +113,8 @@ def compare_metric(
         "drop": drop,
         "relative_drop": relative_drop,
         "tolerance": tolerance,
+        "noise_test": "paired_bootstrap" if drop_ci is not None else "ci_quadrature",
+        "drop_ci": list(drop_ci) if drop_ci is not None else None,
         "noise_margin": margin,
         "beyond_tolerance": beyond_tolerance,
         "significant": significant,
@@ -111,8 +122,11 @@ def compare_metric(
     }
 
 
-def _acceptance_comparisons(reference: RunStats, run: RunStats, tolerance: float) -> list[dict]:
+def _acceptance_comparisons(
+    reference: RunStats, run: RunStats, tolerance: float, paired: Mapping | None = None
+) -> list[dict]:
     """AL and every per-position rate of ``run`` against ``reference``."""
+    paired = paired or {}
     rows = [
         compare_metric(
             "acceptance_length",
@@ -121,20 +135,29 @@ def _acceptance_comparisons(reference: RunStats, run: RunStats, tolerance: float
             run.acceptance_length,
             run.acceptance_length_ci,
             tolerance,
+            drop_ci=paired.get("acceptance_length"),
         )
     ]
     for i in range(min(reference.max_draft_len, run.max_draft_len)):
+        name = f"per_position[{i + 1}]"
         rows.append(
             compare_metric(
-                f"per_position[{i + 1}]",
+                name,
                 reference.per_position[i],
                 reference.per_position_ci[i],
                 run.per_position[i],
                 run.per_position_ci[i],
                 tolerance,
+                drop_ci=paired.get(name),
             )
         )
     return rows
+
+
+def _paired(reference: RunStats, run: RunStats, enabled: bool) -> dict | None:
+    if not enabled:
+        return None
+    return paired_drop_intervals(reference, run, seed=reference.seed, n_boot=reference.n_boot)
 
 
 def _verdict(check: str, batch_size: int | None, rows: list[dict], extra: dict) -> Verdict:
@@ -162,13 +185,19 @@ def reference_batch_size(batch_sizes: Sequence[int]) -> int:
 
 
 def batch_invariance(
-    runs: Mapping[int, RunStats], tolerance: float, *, reference_batch: int | None = None
+    runs: Mapping[int, RunStats],
+    tolerance: float,
+    *,
+    reference_batch: int | None = None,
+    paired: bool = True,
 ) -> list[Verdict]:
     """Judge every batch size against the reference batch (batch 1) on AL and every position.
 
     Speculative decoding is lossless and greedy acceptance must not depend on who shares the
     batch, so any significant loss at batch > 1 is a bug (upstream's stale ``req_idx_per_token``
     cost 13% AL at batch 8 with K=4 and nothing at batch 1). One verdict per non-reference batch.
+    With ``paired`` (and per-request data for the same prompts in both runs) significance comes
+    from a paired bootstrap over prompts; otherwise from the runs' own intervals.
     """
     if not runs:
         return []
@@ -178,7 +207,7 @@ def batch_invariance(
         _verdict(
             "batch_invariance",
             b,
-            _acceptance_comparisons(ref, run, tolerance),
+            _acceptance_comparisons(ref, run, tolerance, _paired(ref, run, paired)),
             {"reference_batch_size": ref_b},
         )
         for b, run in sorted(runs.items())
@@ -187,7 +216,11 @@ def batch_invariance(
 
 
 def conditional_decay(
-    runs: Mapping[int, RunStats], tolerance: float, *, reference_batch: int | None = None
+    runs: Mapping[int, RunStats],
+    tolerance: float,
+    *,
+    reference_batch: int | None = None,
+    paired: bool = True,
 ) -> list[Verdict]:
     """Judge whether conditional acceptance falls with depth faster than at the reference batch.
 
@@ -196,7 +229,8 @@ def conditional_decay(
     draft step past the first reads another request's cache, so the damage compounds. The
     statistic is the least-squares slope of conditional acceptance over depth; a regression is a
     slope steeper than the reference's by more than ``tolerance`` times the reference's mean
-    conditional rate per depth, and by more than the combined CI half-widths. Needs K >= 2.
+    conditional rate per depth, and significantly so (paired bootstrap interval of the
+    steepening above zero, else beyond the combined CI half-widths). Needs K >= 2.
     """
     if not runs:
         return []
@@ -211,10 +245,16 @@ def conditional_decay(
         if b == ref_b or run.conditional_slope is None:
             continue
         steepening = ref.conditional_slope - run.conditional_slope
-        margin = math.hypot(
-            _half_width(ref.conditional_slope_ci), _half_width(run.conditional_slope_ci)
-        )
-        regressed = steepening > threshold + EPS and steepening > margin + EPS
+        drop_ci = (_paired(ref, run, paired) or {}).get("conditional_slope")
+        if drop_ci is not None:
+            margin = None
+            significant = drop_ci[0] > EPS
+        else:
+            margin = math.hypot(
+                _half_width(ref.conditional_slope_ci), _half_width(run.conditional_slope_ci)
+            )
+            significant = steepening > margin + EPS
+        regressed = steepening > threshold + EPS and significant
         details = {
             "reference_batch_size": ref_b,
             "headline": (
@@ -227,6 +267,8 @@ def conditional_decay(
             "reference_slope_ci": ref.conditional_slope_ci,
             "steepening": steepening,
             "threshold": threshold,
+            "noise_test": "paired_bootstrap" if drop_ci is not None else "ci_quadrature",
+            "steepening_ci": drop_ci,
             "noise_margin": margin,
             "conditional": run.conditional,
             "reference_conditional": ref.conditional,

@@ -222,3 +222,55 @@ def test_verdict_round_trip_and_status_strings():
     assert v.to_dict()["status"] == "regression" and Status.PASS == "pass"
     assert v.summary().startswith("REGRESSION batch_invariance batch 8: x; regressed: a")
     assert Verdict("sentinel", None, Status.PASS).summary().strip().endswith("all runs")
+
+
+# --- paired significance ----------------------------------------------------------------------
+
+
+def synthetic_runs(degraded, *, prompts=10, spread=0.5):
+    from regress.acceptance.engines.synthetic import SyntheticEngine
+
+    engine = SyntheticEngine([0.85] * 4, degraded={8: degraded}, spread=spread)
+    batch = engine.default_prompts(prompts)
+    return {
+        b: summarize(engine.run(batch, batch_size=b, max_draft_len=4, max_new_tokens=48), 4)
+        for b in (1, 8)
+    }
+
+
+def test_identical_runs_have_zero_paired_drop():
+    runs = synthetic_runs([0.85] * 4)
+    [v] = batch_invariance(runs, 0.0)
+    assert not v.regressed
+    assert all(
+        row["drop_ci"] == [0.0, 0.0] and row["noise_test"] == "paired_bootstrap"
+        for row in v.details["metrics"]
+    )
+    [d] = conditional_decay(runs, 0.0)
+    assert not d.regressed and d.details["steepening_ci"] == [0.0, 0.0]
+
+
+def test_pairing_sees_a_loss_that_separate_intervals_blur():
+    """Prompts differ a lot from each other; the same prompts lose acceptance at batch 8."""
+    runs = synthetic_runs([0.85, 0.75, 0.75, 0.75])
+    [paired] = batch_invariance(runs, 0.05)
+    [unpaired] = batch_invariance(runs, 0.05, paired=False)
+    assert paired.regressed and "per_position[4]" in paired.details["regressed_metrics"]
+    assert not unpaired.regressed
+    assert unpaired.details["metrics"][0]["noise_test"] == "ci_quadrature"
+
+
+def test_paired_intervals_need_the_same_prompts():
+    from regress.acceptance.stats import paired_drop_intervals
+
+    runs = synthetic_runs([0.85] * 4)
+    fewer = summarize([RequestTrace([1, 2], prompt_index=0)], 4, n_boot=10)
+    assert paired_drop_intervals(runs[1], fewer) is None
+    other_k = summarize([RequestTrace([1], prompt_index=i) for i in range(10)], 2, n_boot=10)
+    assert paired_drop_intervals(runs[1], other_k) is None
+    intervals = paired_drop_intervals(runs[1], runs[8], n_boot=50)
+    assert set(intervals) == {
+        "acceptance_length",
+        "conditional_slope",
+        *(f"per_position[{i}]" for i in range(1, 5)),
+    }
