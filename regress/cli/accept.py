@@ -142,8 +142,8 @@ def accept(
     if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
         prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
 
-    err = click.get_text_stream("stderr")
-    with click.progressbar(length=_BAR_STEPS, label="profiling", file=err) as bar:
+    # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
+    with click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr) as bar:
         shown = 0
 
         def on_progress(p: Progress) -> None:
