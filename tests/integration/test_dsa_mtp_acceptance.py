@@ -1,19 +1,18 @@
-"""MTP acceptance at batch > 1 on TensorRT-LLM with real DSA checkpoints, the sentinel attached.
+"""MTP acceptance at batch > 1 on TensorRT-LLM with real DSA checkpoints, the sentinel attached."""
 
-Upstream never combines K >= 2 with batch > 1 (its ``latency`` ids run MTP3 at batch 1), which is
-where the stale ``req_idx_per_token`` map cost GLM-5.2 13% acceptance length while GSM8K stayed
-green. Each case runs one-model MTP-Eagle, greedy, on 80 prompts and is judged against batch 1 of
-the same (model, K, CUDA graph) series: AL and every per-position rate within tolerance, no
-faster conditional decay with depth, no DSA sentinel violation, and upstream-style ``min_al`` where
-``tests/data/trtllm/acceptance_length.yaml`` has an entry for the prompt set in use.
-
-Environment:
-    LLM_MODELS_ROOT: directory holding the checkpoints (upstream's convention).
-    REGRESS_TRTLLM_PROMPTS: a prompts JSONL, or MT-bench's ``question.jsonl``, instead of
-        ``tests/data/trtllm/prompts.jsonl``; REGRESS_TRTLLM_PROMPT_SET names the set.
-    REGRESS_TRTLLM_ACCEPTANCE_YAML: another ``acceptance_length.yaml`` for the ``min_al`` gate.
-    REGRESS_TRTLLM_ARTIFACTS: directory receiving one JSON record per case run.
-"""
+# Upstream never combines K >= 2 with batch > 1 (its ``latency`` ids run MTP3 at batch 1), which is
+# where the stale ``req_idx_per_token`` map cost GLM-5.2 13% acceptance length while GSM8K stayed
+# green. Each case runs one-model MTP-Eagle, greedy, on 80 prompts and is judged against batch 1 of
+# the same (model, K, CUDA graph) series: AL and every per-position rate within tolerance, no
+# faster conditional decay with depth, no DSA sentinel violation, and upstream-style ``min_al`` where
+# ``tests/data/trtllm/acceptance_length.yaml`` has an entry for the prompt set in use.
+#
+# Environment:
+#     LLM_MODELS_ROOT: directory holding the checkpoints (upstream's convention).
+#     REGRESS_TRTLLM_PROMPTS: a prompts JSONL, or MT-bench's ``question.jsonl``, instead of
+#         ``tests/data/trtllm/prompts.jsonl``; REGRESS_TRTLLM_PROMPT_SET names the set.
+#     REGRESS_TRTLLM_ACCEPTANCE_YAML: another ``acceptance_length.yaml`` for the ``min_al`` gate.
+#     REGRESS_TRTLLM_ARTIFACTS: directory receiving one JSON record per case run.
 
 from __future__ import annotations
 

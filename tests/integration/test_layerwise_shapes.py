@@ -1,15 +1,14 @@
-"""Upstream's layer-wise benchmark runner on a DSA model: GEN packs at batch 32 with MTP shapes.
+"""Upstream's layer-wise benchmark runner on a DSA model: GEN packs at batch 32 with MTP shapes."""
 
-``Runner.create_run_pack`` must announce ``seq_len_q > 1`` to DSA metadata (else
-``kv_lens_cuda_2d`` stays one column wide and DeepGEMM aborts with
-``DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)``), and must leave non-DSA
-metadata alone (``max_total_draft_tokens`` reaches the attention op's cache key and kernel
-selection). Upstream has no DSA GEN test with ``seq_len_q > 1``. Every configuration runs in a
-child process, so an abort fails one case instead of the session.
-
-The tiny cases need no checkpoint (a ``config.json`` and ``load_format="DUMMY"``); the
-DeepSeek-V3.2 case reads only ``config.json`` from ``$LLM_MODELS_ROOT/DeepSeek-V3.2-Exp-hf``.
-"""
+# ``Runner.create_run_pack`` must announce ``seq_len_q > 1`` to DSA metadata (else
+# ``kv_lens_cuda_2d`` stays one column wide and DeepGEMM aborts with
+# ``DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)``), and must leave non-DSA
+# metadata alone (``max_total_draft_tokens`` reaches the attention op's cache key and kernel
+# selection). Upstream has no DSA GEN test with ``seq_len_q > 1``. Every configuration runs in a
+# child process, so an abort fails one case instead of the session.
+#
+# The tiny cases need no checkpoint (a ``config.json`` and ``load_format="DUMMY"``); the
+# DeepSeek-V3.2 case reads only ``config.json`` from ``$LLM_MODELS_ROOT/DeepSeek-V3.2-Exp-hf``.
 
 from __future__ import annotations
 

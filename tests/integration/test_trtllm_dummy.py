@@ -1,11 +1,10 @@
-"""Checkpoint-free TensorRT-LLM run: tiny DeepSeek-V3.2 config, random weights, batch 8, K = 4.
+"""Checkpoint-free TensorRT-LLM run: tiny DeepSeek-V3.2 config, random weights, batch 8, K = 4."""
 
-The cheapest upstream check for the stale ``req_idx_per_token`` map: random weights make
-acceptance meaningless, but the DSA metadata still goes through the one-model MTP-Eagle draft
-loop at batch 8 with K = 4 (the loop reaches draft steps 1..3, where the map went stale), and the
-sentinel checks its contracts after every metadata call. Passes only when the sentinel attached
-to at least one DSA metadata object and saw no violation.
-"""
+# The cheapest upstream check for the stale ``req_idx_per_token`` map: random weights make
+# acceptance meaningless, but the DSA metadata still goes through the one-model MTP-Eagle draft
+# loop at batch 8 with K = 4 (the loop reaches draft steps 1..3, where the map went stale), and the
+# sentinel checks its contracts after every metadata call. Passes only when the sentinel attached
+# to at least one DSA metadata object and saw no violation.
 
 from __future__ import annotations
 

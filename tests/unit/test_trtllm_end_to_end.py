@@ -1,11 +1,10 @@
-"""The integration tests' wiring, end to end, against a fake ``tensorrt_llm`` laid out like era C.
+"""The integration tests' wiring, end to end, against a fake ``tensorrt_llm`` laid out like era C."""
 
-Everything the GPU tests do runs here except the GPU: the layout is resolved from the installed
-(fake) package by ``find_spec``, the acceptance package's TensorRT-LLM engine streams from a fake
-``LLM`` that builds DSA metadata the way the executor does (a CUDA-graph copy included), the hook
-reaches it through the lazy import hook, and the gates judge the result. A fake defect (a stale
-map at batch > 1 with K >= 2, which also costs deep drafts) must fail the gates; the fix must pass.
-"""
+# Everything the GPU tests do runs here except the GPU: the layout is resolved from the installed
+# (fake) package by ``find_spec``, the acceptance package's TensorRT-LLM engine streams from a fake
+# ``LLM`` that builds DSA metadata the way the executor does (a CUDA-graph copy included), the hook
+# reaches it through the lazy import hook, and the gates judge the result. A fake defect (a stale
+# map at batch > 1 with K >= 2, which also costs deep drafts) must fail the gates; the fix must pass.
 
 from __future__ import annotations
 
