@@ -1,0 +1,394 @@
+"""The pytest plugin, exercised through pytester: markers, selection, waives, GPUs, xdist."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from regress.ci import gpu
+
+pytest_plugins = ("pytester",)
+
+LISTS = Path(__file__).resolve().parents[1] / "data" / "testlists" / "good"
+
+PROJECT = {
+    "tests/unit/test_u.py": """
+        import pytest
+
+        def test_a():
+            pass
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_b(n):
+            pass
+    """,
+    "tests/test_top.py": """
+        def test_one():
+            pass
+
+        def test_two():
+            pass
+    """,
+    "tests/gpu/test_single.py": """
+        import pytest
+
+        @pytest.mark.gpu
+        def test_cuda():
+            pass
+
+        @pytest.mark.trtllm
+        def test_trt():
+            pass
+    """,
+    "tests/gpu/test_multi.py": """
+        import pytest
+
+        class TestGLM52:
+            @pytest.mark.gpu(count=4)
+            def test_al(self):
+                pass
+
+        class TestDeepSeekV32:
+            @pytest.mark.gpu(count=4)
+            def test_al(self):
+                pass
+
+            def test_other(self):
+                pass
+    """,
+}
+GPU_TESTS = 3  # test_cuda and the two count=4 tests
+ALL_TESTS = 10
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A small repository with stage lists, isolated from the outer run's xdist and GPUs."""
+    for rel, body in PROJECT.items():
+        path = pytester.path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(body), encoding="utf-8")
+    shutil.copytree(LISTS, pytester.path / "test-lists")
+    pytester.makeini("[pytest]\naddopts = -ra --strict-markers\n")
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # deterministic: no GPU, even on a GPU box
+    return pytester
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch):
+    """Pretend this process sees ``count`` GPUs of a given name (in-process runs only)."""
+
+    def install(count: int, name: str = "NVIDIA H200") -> None:
+        probe = gpu.DeviceProbe(count, (name,) * count, "fake probe")
+        monkeypatch.setattr(gpu, "probe_devices", lambda *a, **k: probe)
+
+    return install
+
+
+def skip_reasons(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if line.startswith("SKIPPED")]
+
+
+def test_markers_are_registered_and_gpu_tests_skip_with_a_reason(project):
+    result = project.runpytest()
+    result.assert_outcomes(passed=6, skipped=4)
+    reasons = skip_reasons(result)
+    assert sum("gpu: needs 1 CUDA device, 0 visible" in r for r in reasons) == 1
+    assert sum("gpu: needs 4 CUDA devices, 0 visible" in r for r in reasons) == 2
+    assert any("trtllm: the tensorrt_llm package is not installed" in r for r in reasons)
+    assert "deselected" not in result.stdout.str()
+
+
+def test_pytest_m_gpu_reports_every_gpu_test_skipped_with_a_reason(project):
+    result = project.runpytest("-m", "gpu", "-rs", "-v")
+    result.assert_outcomes(skipped=GPU_TESTS, deselected=ALL_TESTS - GPU_TESTS)
+    assert all("CUDA_VISIBLE_DEVICES='' hides every device" in r for r in skip_reasons(result))
+
+
+def test_gpu_count_is_checked_against_the_visible_devices(project, fake_gpus):
+    fake_gpus(1)
+    result = project.runpytest("-m", "gpu")
+    result.assert_outcomes(passed=1, skipped=2, deselected=ALL_TESTS - GPU_TESTS)
+    reasons = skip_reasons(result)
+    assert len(reasons) == 2
+    assert all(r.endswith("gpu: needs 4 CUDA devices, 1 visible (fake probe)") for r in reasons)
+
+
+def test_require_gpu_without_a_gpu_fails_the_whole_run(project):
+    # The failure --require-gpu exists for: without it, a misconfigured GPU node goes green.
+    silent = project.runpytest("-m", "gpu")
+    assert silent.ret == pytest.ExitCode.OK
+    loud = project.runpytest("-m", "gpu", "--require-gpu")
+    assert loud.ret == pytest.ExitCode.USAGE_ERROR
+    loud.stderr.fnmatch_lines(
+        ["ERROR: --require-gpu: no CUDA device is visible (*hides every device)*"]
+    )
+
+
+def test_require_gpu_with_too_few_gpus_is_an_error_naming_the_tests(project, fake_gpus):
+    fake_gpus(1)
+    result = project.runpytest("--require-gpu")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*--require-gpu: 2 selected test(s) need up to 4 CUDA devices but 1 are visible*"]
+    )
+    assert "tests/gpu/test_multi.py::TestGLM52::test_al" in result.stdout.str()
+    assert " passed" not in result.stdout.str()
+
+
+def test_require_gpu_counts_only_selected_tests(project, fake_gpus):
+    fake_gpus(1)
+    result = project.runpytest("--require-gpu", "-k", "not test_al")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=7, skipped=1, deselected=2)
+
+
+def test_require_gpu_with_enough_gpus_runs_them(project, fake_gpus):
+    fake_gpus(4)
+    result = project.runpytest("--require-gpu", "-m", "gpu")
+    result.assert_outcomes(passed=GPU_TESTS, deselected=ALL_TESTS - GPU_TESTS)
+
+
+@pytest.mark.parametrize("count", ["0", "'two'", "True"])
+def test_a_malformed_gpu_count_is_a_collection_error(project, count):
+    project.makepyfile(
+        test_bad=f"import pytest\n@pytest.mark.gpu(count={count})\ndef test_x(): pass\n"
+    )
+    result = project.runpytest("test_bad.py")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*gpu marker count must be a positive int*"])
+
+
+def test_trtllm_tests_run_when_the_package_is_findable_and_it_is_never_imported(project):
+    package = project.mkpydir("tensorrt_llm")
+    (package / "__init__.py").write_text("raise RuntimeError('imported tensorrt_llm')\n")
+    project.syspathinsert()
+    result = project.runpytest("tests/gpu/test_single.py")
+    result.assert_outcomes(passed=1, skipped=1)  # test_trt runs; test_cuda still needs a GPU
+
+
+def test_test_list_selects_a_stage_and_reports_deselected(project):
+    reprec = project.inline_run("--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1")
+    passed, skipped, failed = reprec.listoutcomes()
+    assert [r.nodeid for r in passed] == [
+        "tests/test_top.py::test_one",
+        "tests/unit/test_u.py::test_a",
+        "tests/unit/test_u.py::test_b[1]",
+        "tests/unit/test_u.py::test_b[2]",
+    ]
+    assert not skipped and not failed
+    deselected = [
+        item.nodeid for call in reprec.getcalls("pytest_deselected") for item in call.items
+    ]
+    assert len(deselected) == ALL_TESTS - 4 and "tests/test_top.py::test_two" in deselected
+
+
+def test_test_list_directory_form_and_stage_conditions(project, fake_gpus):
+    fake_gpus(4, "NVIDIA B200")
+    result = project.runpytest("--test-list", "test-lists", "--stage", "B200-4", "-v")
+    result.assert_outcomes(passed=2, deselected=ALL_TESTS - 2)
+    result.stdout.fnmatch_lines(
+        ["*TestGLM52::test_al PASSED*", "*TestDeepSeekV32::test_al PASSED*"]
+    )
+    assert "test_other" not in result.stdout.str()
+
+
+def test_an_entry_matching_nothing_is_an_error_naming_the_closest_ids(project):
+    lists = project.path / "test-lists" / "l0_cpu.yml"
+    lists.write_text(lists.read_text().replace("test_top.py::test_one", "test_top.py::test_onee"))
+    result = project.runpytest("--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting test-lists/l0_cpu.yml*",
+            "test-lists/l0_cpu.yml:13: 'tests/test_top.py::test_onee' matches no collected test;"
+            " closest collected: tests/test_top.py::test_one*",
+        ]
+    )
+    assert " passed" not in result.stdout.str()
+
+
+def test_entries_outside_the_collection_arguments_are_not_required(project):
+    narrowed = project.runpytest(
+        "tests/unit", "--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1"
+    )
+    narrowed.assert_outcomes(passed=3)
+    by_id = project.runpytest("tests/test_top.py::test_two", "--test-list", "test-lists/l0_cpu.yml")
+    by_id.assert_outcomes(deselected=1)
+
+
+def test_an_entry_in_a_file_that_fails_to_import_reports_only_the_import_error(project):
+    (project.path / "tests/test_top.py").write_text("import no_such_module_anywhere\n")
+    result = project.runpytest("--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "no_such_module_anywhere" in result.stdout.str()
+    assert "matches no collected test" not in result.stdout.str()
+
+
+def test_timeout_suffix_is_recorded_and_becomes_a_marker_with_pytest_timeout(project):
+    args = ["--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1", "--junit-xml=out.xml"]
+    project.runpytest(*args).assert_outcomes(passed=4)
+    props = ET.parse(project.path / "out.xml").getroot().iter("property")
+    assert [(p.get("name"), p.get("value")) for p in props] == [("timeout_minutes", "2")]
+    project.makeconftest(
+        """
+        def pytest_configure(config):
+            config.pluginmanager.register(object(), "timeout")  # stands in for pytest-timeout
+            config.addinivalue_line("markers", "timeout(seconds): fake")
+
+        def pytest_collection_finish(session):
+            for item in session.items:
+                mark = item.get_closest_marker("timeout")
+                if mark:
+                    print("TIMEOUT", item.nodeid, mark.args)
+        """
+    )
+    result = project.runpytest(*args, "-s")
+    result.stdout.fnmatch_lines(["TIMEOUT tests/test_top.py::test_one (120,)"])
+
+
+def test_waives_show_in_the_summary_and_in_junit(project):
+    result = project.runpytest(
+        "--waives", "test-lists/waives.txt", "--junit-xml=out.xml", "-o", "xfail_strict=true"
+    )
+    assert result.ret == pytest.ExitCode.OK  # a waived XFAIL that passes is reported, not failed
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] tests/unit/test_u.py:*: waived: https://nvbugs/1",
+            "XPASS tests/test_top.py::test_two - waived: https://nvbugs/2",
+        ]
+    )
+    cases = {
+        c.get("name"): c for c in ET.parse(project.path / "out.xml").getroot().iter("testcase")
+    }
+    skipped = cases["test_b[2]"].find("skipped")
+    assert skipped.get("message") == "waived: https://nvbugs/1"
+    waive = cases["test_b[2]"].find("properties/property")
+    assert waive.get("name") == "waive" and "waives.txt:2" in waive.get("value")
+
+
+def test_gpu_scoped_waives_apply_only_on_that_gpu(project, fake_gpus):
+    args = ["tests/gpu/test_single.py::test_cuda", "--waives", "test-lists/waives.txt"]
+    fake_gpus(1, "NVIDIA H200")
+    project.runpytest(*args).stdout.fnmatch_lines(["*waived: https://nvbugs/3 only on H200"])
+    fake_gpus(1, "NVIDIA B200")
+    project.runpytest(*args).assert_outcomes(passed=1)
+
+
+def test_a_stage_decides_gpu_scoped_waives_without_probing(project, fake_gpus):
+    fake_gpus(1, "NVIDIA B200")  # the node's GPU is irrelevant: the stage says H200
+    result = project.runpytest(
+        "--test-list",
+        "test-lists/l0_gpu.yml",
+        "--stage",
+        "H200-1",
+        "--waives",
+        "test-lists/waives.txt",
+    )
+    result.assert_outcomes(skipped=2, deselected=ALL_TESTS - 2)
+    result.stdout.fnmatch_lines(["*waived: https://nvbugs/3 only on H200"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stage", "CPU-1"], "--stage NAME only means something with --test-list FILE"),
+        (["--test-list", "nope.yml"], "--test-list nope.yml: no such file or directory"),
+        (
+            ["--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-2"],
+            "unknown stage 'CPU-2'; closest: CPU-1",
+        ),
+        (["--waives", "nope.txt"], "--waives nope.txt: no such file"),
+    ],
+)
+def test_bad_options_are_usage_errors(project, args, message):
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_a_malformed_list_is_a_usage_error_with_file_and_line(project):
+    (project.path / "test-lists" / "l0_cpu.yml").write_text(
+        "l0_cpu:\n- condtion: {}\n  tests: [a]\n"
+    )
+    result = project.runpytest("--test-list", "test-lists/l0_cpu.yml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test-lists/l0_cpu.yml:2: unknown key 'condtion'*"])
+
+
+def test_the_list_plugin_is_registered_only_when_asked(project):
+    plain = project.parseconfigure()
+    assert plain.pluginmanager.get_plugin("regress-lists") is None
+    assert plain.pluginmanager.get_plugin("regress-devices") is not None
+    asked = project.parseconfigure("--waives", "test-lists/waives.txt")
+    assert asked.pluginmanager.get_plugin("regress-lists") is not None
+
+
+def test_report_header_only_with_options(project):
+    assert "regress:" not in project.runpytest().stdout.str()
+    result = project.runpytest("--test-list", "test-lists/l0_cpu.yml", "--stage", "CPU-1")
+    result.stdout.fnmatch_lines(["regress: stage CPU-1 list test-lists/l0_cpu.yml: 2 entries"])
+
+
+def junit_outcomes(path: Path) -> dict[str, str]:
+    outcomes = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("skipped", "failure", "error")]
+        message = case.find("skipped").get("message") if kinds == ["skipped"] else ""
+        outcomes[f"{case.get('classname')}::{case.get('name')}"] = f"{kinds} {message}"
+    return outcomes
+
+
+def test_xdist_workers_collect_and_select_identically(project):
+    args = ["--test-list", "test-lists/l0_gpu.yml", "--waives", "test-lists/waives.txt"]
+    serial = project.runpytest_subprocess(*args, "--junit-xml=serial.xml")
+    parallel = project.runpytest_subprocess(*args, "-n", "2", "--junit-xml=parallel.xml")
+    assert parallel.ret == serial.ret == pytest.ExitCode.OK
+    assert "Different tests were collected" not in parallel.stdout.str()
+    assert serial.parseoutcomes() == {"passed": 1, "skipped": 4, "deselected": 5}
+    # xdist does not forward workers' deselection counts to the summary line; outcomes match.
+    assert parallel.parseoutcomes() == {"passed": 1, "skipped": 4}
+    same = junit_outcomes(project.path / "serial.xml")
+    assert junit_outcomes(project.path / "parallel.xml") == same and len(same) == 5
+
+
+def test_xdist_reports_list_errors_too(project):
+    lists = project.path / "test-lists" / "l0_cpu.yml"
+    lists.write_text(lists.read_text().replace("test_top.py::test_one", "test_top.py::test_onee"))
+    result = project.runpytest_subprocess("--test-list", "test-lists/l0_cpu.yml", "-n", "2")
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*'tests/test_top.py::test_onee' matches no collected test*"])
+
+
+PIN_CONFTEST = """
+    import os
+
+    # Recorded at conftest import, i.e. before any test (or torch) could touch CUDA.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(f"seen-{worker}.txt", "w") as handle:
+        handle.write(os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"))
+"""
+
+
+@pytest.mark.parametrize("how", [["--gpu-per-worker"], ["-o", "regress_gpu_per_worker=true"]])
+def test_each_xdist_worker_is_pinned_to_one_gpu_before_conftest_runs(project, monkeypatch, how):
+    project.makeconftest(PIN_CONFTEST)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    result = project.runpytest_subprocess("tests/unit", "-n", "2", "--dist", "each", *how)
+    assert result.ret == pytest.ExitCode.OK
+    seen = {p.name: p.read_text() for p in project.path.glob("seen-gw*.txt")}
+    assert seen == {"seen-gw0.txt": "3", "seen-gw1.txt": "5"}
+
+
+def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
+    project.makeconftest(PIN_CONFTEST)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    project.runpytest_subprocess("tests/unit", "-n", "2", "--dist", "each")
+    seen = {p.name: p.read_text() for p in project.path.glob("seen-gw*.txt")}
+    assert seen == {"seen-gw0.txt": "3,5", "seen-gw1.txt": "3,5"}
