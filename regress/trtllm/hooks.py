@@ -204,13 +204,14 @@ def patch_class(cls: type, recorder: Recorder) -> Callable[[], None]:
     wrap(init_name, recorder.on_instance)
 
     def undo() -> None:
+        if _CLASS_MARK not in cls.__dict__:
+            return  # undone already (a re-exporting package and its module share the patch)
         for name, value in saved.items():
             if value is _ABSENT:
                 delattr(cls, name)
             else:
                 setattr(cls, name, value)
-        if _CLASS_MARK in cls.__dict__:
-            delattr(cls, _CLASS_MARK)
+        delattr(cls, _CLASS_MARK)
 
     setattr(cls, _CLASS_MARK, undo)
     return undo
@@ -248,6 +249,10 @@ class _CallbackLoader(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         self.loader.exec_module(module)
         self.callback(module)
+
+    def __getattr__(self, name: str) -> Any:
+        # is_package, get_resource_reader, ...: whatever else importlib asks the real loader.
+        return getattr(self.loader, name)
 
 
 def when_imported(names: Iterable[str], callback: Callable[[Any], None]) -> Callable[[], None]:
@@ -291,7 +296,7 @@ def install(config: HookConfig, factory: Callable[[], Any] | None = None) -> Ins
 
     def on_module(module: Any) -> None:
         cls = getattr(module, config.class_name, None)
-        if isinstance(cls, type):
+        if isinstance(cls, type) and _CLASS_MARK not in cls.__dict__:
             installation.undos.append(patch_class(cls, recorder))
 
     installation.undos.append(when_imported(config.module_names, on_module))
@@ -317,7 +322,9 @@ def patch_mpi_pool(mpi_session_module: Any, config: HookConfig) -> Callable[[], 
     module adds an initializer without re-implementing ``_start_mpi_pool``, whatever arguments a
     given release passes. An initializer it already had still runs, after ours.
     """
-    real = mpi_session_module.MPIPoolExecutor
+    real = getattr(mpi_session_module, "MPIPoolExecutor", None)
+    if real is None:  # built without mpi4py: no worker processes to reach
+        return lambda: None
 
     def executor(*args: Any, **kwargs: Any) -> Any:
         chained = kwargs.pop("initializer", None)

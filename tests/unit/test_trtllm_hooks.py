@@ -315,6 +315,49 @@ def test_a_worker_process_records_into_the_shared_sink(fake):
     assert report.errors == []
 
 
+def test_reexporting_package_and_module_share_one_patch(tmp_path, monkeypatch):
+    # Era B/C: the package __init__ re-exports the class its metadata module defines; both are
+    # watched, the class is patched once, and undoing works even for an inherited __post_init__.
+    name = f"fakepkg_{uuid.uuid4().hex[:8]}"
+    pkg = tmp_path / name / "dsa"
+    pkg.mkdir(parents=True)
+    (pkg / "metadata.py").write_text(
+        "class Base:\n    def __post_init__(self):\n        pass\n\n\n"
+        "class DSAtrtllmAttentionMetadata(Base):\n"
+        "    def __init__(self):\n        self.__post_init__()\n\n"
+        "    def prepare(self):\n        pass\n"
+    )
+    (pkg / "__init__.py").write_text("from .metadata import DSAtrtllmAttentionMetadata\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    config = hooks.HookConfig(
+        sink_dir=str(tmp_path / "sink"),
+        module_names=(f"{name}.dsa.metadata", f"{name}.dsa"),
+        sentinel="pathlib:PurePath",  # unused: the factory below wins
+    )
+    attached = []
+    factory = lambda: SimpleNamespace(attach=attached.append, violations=[])  # noqa: E731
+    try:
+        with hooks.sentinel_session(config, factory=factory) as installation:
+            cls = importlib.import_module(f"{name}.dsa").DSAtrtllmAttentionMetadata
+            assert "__post_init__" in vars(cls)  # patched on the class itself
+            cls()
+            assert len(installation.undos) == 2  # the import hook and one class patch
+        assert "__post_init__" not in vars(cls)  # inherited again
+        assert len(attached) == 1
+        # The loader wrapper still answers importlib's other questions.
+        assert importlib.import_module(f"{name}.dsa").__spec__.loader.is_package(f"{name}.dsa")
+    finally:
+        for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[mod]
+
+
+def test_mpi_session_without_mpi4py_is_left_alone(fake):
+    mpi_session = SimpleNamespace(MPIPoolExecutor=None)
+    with hooks.sentinel_session(fake.config, mpi_session_module=mpi_session):
+        assert mpi_session.MPIPoolExecutor is None
+
+
 def test_torn_last_line_is_reported_as_an_error(tmp_path):
     (tmp_path / "1.jsonl").write_text('{"event": "attached", "pid": 1}\n{"event": "viol')
     report = hooks.read_report(tmp_path)
