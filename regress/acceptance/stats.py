@@ -28,7 +28,8 @@ CONVENTIONS: dict[str, str] = {
     "conditional": (
         "conditional[i] = per_position[i] / per_position[i-1] (conditional[0] = per_position[0]): "
         "the chance draft i+1 is accepted given the ones before it were; a healthy drafter is "
-        "roughly flat across depth."
+        "roughly flat across depth. conditional_slope is its least-squares slope over depth, "
+        "each depth weighted by the steps that reached it."
     ),
     "confidence_intervals": (
         "95% percentile bootstrap over prompts (requests resampled with replacement, seeded)."
@@ -128,15 +129,34 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def slope(values: Sequence[float | None]) -> float | None:
-    """Least-squares slope of ``values`` against their index, skipping None; None if < 2 points."""
-    pts = [(float(i), v) for i, v in enumerate(values) if v is not None]
+def slope(values: Sequence[float | None], weights: Sequence[float] | None = None) -> float | None:
+    """(Weighted) least-squares slope of ``values`` against their index, skipping None and
+    zero-weight points; None when fewer than two points remain."""
+    ws = weights if weights is not None else [1.0] * len(values)
+    pts = [
+        (float(i), v, w)
+        for i, (v, w) in enumerate(zip(values, ws, strict=True))
+        if v is not None and w > 0
+    ]
     if len(pts) < 2:
         return None
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+    total = sum(w for _, _, w in pts)
+    mx = sum(x * w for x, _, w in pts) / total
+    my = sum(y * w for _, y, w in pts) / total
+    sxx = sum(w * (x - mx) ** 2 for x, _, w in pts)
+    return sum(w * (x - mx) * (y - my) for x, y, w in pts) / sxx
+
+
+def decay_slope(steps: int, reach: Sequence[int]) -> float | None:
+    """Slope of conditional acceptance over draft depth, each depth weighted by its sample size.
+
+    Conditional acceptance at depth ``i`` is estimated from the ``reach[i-1]`` steps that got
+    that far, which shrink with depth; weighting by them keeps a handful of lucky deep steps
+    (a 1.000 from three samples) from dictating the slope.
+    """
+    denominators = [steps, *reach[:-1]]
+    conditional = [r / d if d else None for r, d in zip(reach, denominators, strict=True)]
+    return slope(conditional, denominators)
 
 
 def upstream_acceptance_length(counters: Mapping[str, int] | None) -> float | None:
@@ -202,7 +222,7 @@ def _bootstrap(
             pos[i].append(p[i])
             if c[i] is not None:
                 cond[i].append(c[i])
-        s = slope(c)
+        s = decay_slope(steps, reach)
         if s is not None:
             slopes.append(s)
     return (
@@ -286,7 +306,7 @@ def summarize(
         per_position_ci=pos_ci,
         conditional=conditional,
         conditional_ci=cond_ci,
-        conditional_slope=slope(conditional),
+        conditional_slope=decay_slope(steps, reach),
         conditional_slope_ci=slope_ci,
         counts=counts,
         per_request=per_request,
@@ -340,13 +360,13 @@ def paired_drop_intervals(
                 rb[i] += b_reach[j][i]
         if not sa or not sb:
             continue
-        al_a, pos_a, cond_a = _rates(sa, ra)
-        al_b, pos_b, cond_b = _rates(sb, rb)
+        al_a, pos_a, _ = _rates(sa, ra)
+        al_b, pos_b, _ = _rates(sb, rb)
         for name, da in zip(
             names, [al_a - al_b, *(x - y for x, y in zip(pos_a, pos_b, strict=True))], strict=True
         ):
             samples[name].append(da)
-        slope_a, slope_b = slope(cond_a), slope(cond_b)
+        slope_a, slope_b = decay_slope(sa, ra), decay_slope(sb, rb)
         if slope_a is not None and slope_b is not None:
             samples["conditional_slope"].append(slope_a - slope_b)
     return {name: _interval(values) for name, values in samples.items()}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from regress.acceptance.stats import (
     CONVENTIONS,
     RunStats,
+    decay_slope,
     percentile,
     slope,
     summarize,
@@ -166,6 +167,13 @@ def test_censored_steps_are_counted_not_used():
     stats = summarize([RequestTrace([2, 2], censored_steps=1), RequestTrace([0])], 2, n_boot=10)
     assert stats.steps == 3
     assert stats.censored_steps == 1
+
+
+def test_decay_slope_weights_depths_by_their_samples():
+    # Conditional 0.5, 0.5, 1.0 from 100, 50 and 25 steps: the lucky deep depth counts a quarter.
+    assert decay_slope(100, [50, 25, 25]) == pytest.approx(5 / 26)
+    assert slope([0.5, 0.5, 1.0]) == pytest.approx(0.25)
+    assert decay_slope(10, [0, 0]) is None  # depth 2 never reached: one point, no slope
 
 
 def test_reach_counts_and_helpers():
