@@ -1,0 +1,87 @@
+"""CUDA-graph capture and replay of the reference engine's draft steps 1..K-1.
+
+As upstream's CUDA-graph runner does, the batch is padded to the next captured size with dummy
+requests (one token, kv length 1, block table pointing at the null block), one graph is captured
+per padded size with static input and metadata buffers, and each iteration copies its inputs in
+and replays. The ``req_idx_per_token`` refresh (``on_update_kv_lens``) runs inside the captured
+region, so a stale-map defect replays exactly as it did under upstream's graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from regress.reference.cache import NULL_BLOCK
+
+if TYPE_CHECKING:
+    import torch
+
+CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+@dataclass
+class _Captured:
+    graph: Any
+    tokens: torch.Tensor
+    hidden: torch.Tensor
+    outs: list[torch.Tensor]
+
+
+class DraftGraphs:
+    """Captures lazily, one graph per padded batch size; replays with the live batch copied in."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.captured: dict[int, _Captured] = {}
+        self.replays = 0
+
+    def padded_size(self, bs: int) -> int:
+        limit = self.run.md.max_num_requests
+        return next((s for s in CAPTURE_SIZES if bs <= s <= limit), bs)
+
+    def _pad_layout(self, bs: int, b_pad: int) -> None:
+        md = self.run.md
+        if b_pad > bs:
+            md._seq_lens[bs:b_pad] = 1
+            md._seq_lens_cuda[bs:b_pad] = 1
+            md.kv_lens_cuda[bs:b_pad] = 1
+            md.indexer_k_cache_block_offsets[bs:b_pad] = NULL_BLOCK
+        md._num_seqs = b_pad
+        md.on_update()
+
+    def run(self, bs: int, first: torch.Tensor, hidden: torch.Tensor) -> list[torch.Tensor]:
+        """Pad, notify the collapse, replay steps 1..K-1; returns K-1 token tensors of size bs."""
+        md = self.run.md
+        b_pad = self.padded_size(bs)
+        self._pad_layout(bs, b_pad)
+        md.update_for_spec_dec()  # the collapse's own notification, eager as upstream
+        entry = self.captured.get(b_pad) or self._capture(b_pad)
+        entry.tokens.zero_()
+        entry.hidden.zero_()
+        entry.tokens[:bs] = first
+        entry.hidden[:bs] = hidden
+        entry.graph.replay()
+        self.replays += 1
+        return [o[:bs] for o in entry.outs]
+
+    def _capture(self, b_pad: int) -> _Captured:
+        import torch
+
+        run, md = self.run, self.run.md
+        tokens = torch.zeros(b_pad, dtype=torch.int64, device=run.dev)
+        hidden = torch.zeros(b_pad, run.cfg.hidden, dtype=torch.float64, device=run.dev)
+        saved_kv = md.kv_lens_cuda.clone()
+        side = torch.cuda.Stream(device=run.dev)
+        side.wait_stream(torch.cuda.current_stream(run.dev))
+        with torch.cuda.stream(side):  # warm-up outside capture, as torch requires
+            run.draft_steps(tokens, hidden)
+            md.kv_lens_cuda.copy_(saved_kv)
+        torch.cuda.current_stream(run.dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = run.draft_steps(tokens, hidden)
+        md.kv_lens_cuda.copy_(saved_kv)
+        entry = _Captured(graph, tokens, hidden, outs)
+        self.captured[b_pad] = entry
+        return entry
