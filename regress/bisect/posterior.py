@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from regress.bisect.search import Estimate, Observations, gallop
+from regress.bisect.search import Estimate, Observations, pick
 
 _HALF = math.log(0.5)
 
@@ -241,12 +241,18 @@ class Flaky:
 
     def propose(self, obs: Observations, k: int) -> list[int]:
         post = self.posterior(obs)
+        # Jumps over untestable runs stay where a probe can still move mass: positions a-1..b
+        # around the credible interval (a probe far outside it would only repeat the known).
+        a, b = post.interval(self.confidence)
+        # Probes at a and b-1 split off the interval's outermost commits; when the median sits in an
+        # untestable run, they are what can still shrink the interval.
+        ends = [p for p in {a, b - 1} if not obs.blocked(p)]
         chosen: list[int] = []
         for i in range(1, k + 1):
             upper = post.quantile(i / (k + 1))
-            options = []
+            options = list(ends)
             for m in (upper - 1, upper):
-                p = gallop(m, -1, obs.n + 1, obs.untestable)
+                p = pick(m, a - 2, b + 1, obs)
                 if p is not None:
                     options.append(p)
             if options:
@@ -258,7 +264,7 @@ class Flaky:
         top, mass = post.top()
         a, b = post.interval(self.confidence)
         found = mass >= self.confidence
-        stuck = not found and all(obs.untestable(p) for p in range(a, b))
+        stuck = not found and all(obs.blocked(p) for p in range(a, b))
         return Estimate(
             top=top,
             mass=mass,

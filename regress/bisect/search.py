@@ -13,6 +13,7 @@ observations contradict each other (mode ``"auto"``), and confirms or verifies t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,12 +22,17 @@ from typing import Literal, Protocol
 from regress.bisect.verdicts import Verdict
 from regress.errors import UsageError
 
+#: Reruns of an endpoint whose first verdict surprised us, before we call the input wrong.
+ENDPOINT_RECHECKS = 2
+
 Evaluator = Callable[[Sequence[int]], Sequence[Verdict]]
 Mode = Literal["auto", "deterministic", "flaky"]
 
 
 class EndpointError(UsageError):
     """An endpoint does not behave as the user said: the range or the probe is wrong (exit 2)."""
+
+    probes: int = 0  # executions spent before giving up
 
 
 class Observations:
@@ -38,6 +44,7 @@ class Observations:
         self.n = n
         self.counts: dict[int, list[int]] = {}  # position -> [passes, fails, skips]
         self.history: list[tuple[int, Verdict]] = []
+        self._spans: list[tuple[int, int]] | None = None
 
     def add(self, position: int, verdict: Verdict) -> None:
         if not 0 <= position <= self.n:
@@ -45,6 +52,7 @@ class Observations:
         row = self.counts.setdefault(position, [0, 0, 0])
         row[(Verdict.GOOD, Verdict.BAD, Verdict.SKIP).index(verdict)] += 1
         self.history.append((position, verdict))
+        self._spans = None
 
     def passes(self, position: int) -> int:
         return self.counts.get(position, (0, 0, 0))[0]
@@ -65,6 +73,41 @@ class Observations:
         """Skipped and never decided: the search avoids it rather than retrying it."""
         row = self.counts.get(position, (0, 0, 0))
         return row[2] > 0 and row[0] + row[1] == 0
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Runs of untestable commits: from one skipped position to the last skipped one after it
+        with nothing tested in between.
+
+        Broken commits come in runs (a build break lasts until its fix), so the commits between two
+        skipped ones are assumed untestable too. That assumption is what lets the search jump over
+        a cluster and call a culprit inside one ambiguous without probing every member.
+        """
+        if self._spans is None:
+            spans: list[tuple[int, int]] = []
+            start = last = None
+            for p in sorted(self.counts):
+                if self.untestable(p):
+                    start = p if start is None else start
+                    last = p
+                elif self.runs(p):
+                    if start is not None:
+                        spans.append((start, last))
+                    start = last = None
+            if start is not None:
+                spans.append((start, last))
+            self._spans = spans
+        return self._spans
+
+    def span_of(self, position: int) -> tuple[int, int] | None:
+        spans = self.spans()
+        i = bisect.bisect_right(spans, (position, math.inf)) - 1
+        if i >= 0 and spans[i][0] <= position <= spans[i][1]:
+            return spans[i]
+        return None
+
+    def blocked(self, position: int) -> bool:
+        """Known or assumed untestable (inside a run of skips, see :meth:`spans`)."""
+        return self.span_of(position) is not None
 
     def tested(self) -> list[int]:
         return sorted(p for p, row in self.counts.items() if row[0] + row[1] > 0)
@@ -105,24 +148,41 @@ class Strategy(Protocol):
     def estimate(self, obs: Observations) -> Estimate: ...
 
 
-def gallop(ideal: int, lo: int, hi: int, blocked: Callable[[int], bool]) -> int | None:
-    """The allowed position in ``(lo, hi)`` nearest to ``ideal`` in galloping order.
+def pick(ideal: int, lo: int, hi: int, obs: Observations, taken: Sequence[int] = ()) -> int | None:
+    """The position to probe in ``(lo, hi)`` for an ideal split at ``ideal``, skipping untestables.
 
-    Offsets 0, +1, -1, +2, -2, +4, -4, ... are tried, so a cluster of K untestable commits costs
-    O(log K) probes to jump over rather than K (git bisect's and mozregression's walk). Only when
-    every galloping point is blocked do we fall back to the nearest allowed position.
+    When ``ideal`` lies in a run of untestable commits (:meth:`Observations.spans`) we jump as far
+    beyond the run as it is wide (or halfway to the interval's end, if nearer), on the side that
+    keeps the split most balanced. Every skip there widens the run, so the jumps double: a cluster
+    of K broken commits costs O(log K) probes instead of the K of a commit-by-commit walk.
     """
-    offsets = [0]
-    step = 1
-    while step < hi - lo:
-        offsets += [step, -step]
-        step *= 2
-    for off in offsets:
-        p = ideal + off
-        if lo < p < hi and not blocked(p):
-            return p
-    free = [p for p in range(lo + 1, hi) if not blocked(p)]
-    return min(free, key=lambda p: (abs(p - ideal), p)) if free else None
+
+    def free(p: int) -> bool:
+        return lo < p < hi and not obs.blocked(p) and p not in taken
+
+    if free(ideal):
+        return ideal
+    s, e = obs.span_of(ideal) or (ideal, ideal)
+    width = e - s + 1
+    options = []
+    right = e + width if e + width < hi else (e + hi + 1) // 2
+    left = s - width if s - width > lo else (lo + s) // 2
+    for target, side in ((right, range(e + 1, hi)), (left, range(lo + 1, s))):
+        if not side:
+            continue
+        target = min(max(target, side.start), side.stop - 1)
+        best = _nearest(target, side, free)
+        if best is not None:
+            options.append(best)
+    return min(options, key=lambda p: (abs(p - ideal), p)) if options else None
+
+
+def _nearest(target: int, side: range, free: Callable[[int], bool]) -> int | None:
+    for d in range(len(side)):
+        for p in (target + d, target - d):
+            if p in side and free(p):
+                return p
+    return None
 
 
 class Deterministic:
@@ -142,7 +202,7 @@ class Deterministic:
         chosen: list[int] = []
         for i in range(1, k + 1):
             ideal = lo + round((hi - lo) * i / (k + 1))
-            p = gallop(ideal, lo, hi, lambda q: obs.untestable(q) or q in chosen)
+            p = pick(ideal, lo, hi, obs, chosen)
             if p is not None:
                 chosen.append(p)
         return sorted(chosen)
@@ -150,7 +210,7 @@ class Deterministic:
     def estimate(self, obs: Observations) -> Estimate:
         lo, hi = self.bounds(obs)
         found = hi - lo == 1
-        stuck = not found and all(obs.untestable(p) for p in range(lo + 1, hi))
+        stuck = not found and all(obs.blocked(p) for p in range(lo + 1, hi))
         return Estimate(
             top=hi if found else None,
             mass=1.0 if found else 1.0 / max(hi - lo, 1),
@@ -299,8 +359,11 @@ class _Driver:
         for p, want in ((0, Verdict.GOOD), (self.n, Verdict.BAD)):
             if self._agrees(p, want):
                 continue
-            self._run([p], "endpoint recheck")
-            if not self._agrees(p, want):
+            for _ in range(ENDPOINT_RECHECKS):
+                self._run([p], "endpoint recheck")
+                if self._agrees(p, want):
+                    break
+            else:
                 raise _endpoint_error(p == 0, self.obs, p)
             if self.obs.passes(p) and self.obs.fails(p):
                 self._switch(f"the {_end(p == 0)} endpoint gave different verdicts on reruns")
@@ -399,6 +462,12 @@ def _end(old: bool) -> str:
 
 
 def _endpoint_error(old: bool, obs: Observations, p: int) -> EndpointError:
+    error = _endpoint_message(old, obs, p)
+    error.probes = len(obs.history)
+    return error
+
+
+def _endpoint_message(old: bool, obs: Observations, p: int) -> EndpointError:
     passes, fails, skips = obs.counts.get(p, [0, 0, 0])
     seen = f"{passes} passed, {fails} failed, {skips} skipped"
     if passes + fails == 0:
