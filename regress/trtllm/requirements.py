@@ -48,14 +48,56 @@ class Devices:
 
 
 DeviceQuery = Callable[[], Devices]
+_SMI_QUERY = (
+    "nvidia-smi",
+    "--query-gpu=index,uuid,name,compute_cap,memory.total",
+    "--format=csv,noheader,nounits",
+)
 
 
-def query_devices() -> Devices:
-    """Ask torch for the visible devices; the default device-query seam.
+def parse_smi_devices(text: str, visible: str | None) -> Devices | None:
+    """Devices from ``nvidia-smi --query-gpu=index,uuid,name,compute_cap,memory.total``.
 
-    torch is imported here, not at module import, so collection on a CPU machine stays cheap. A
-    machine without CUDA reports zero devices rather than failing.
+    ``visible`` is ``CUDA_VISIBLE_DEVICES`` (None: unset), applied the way the CUDA runtime does
+    (``regress.ci.gpu``): indices or UUID prefixes, stopping at the first entry that selects
+    nothing. Returns None when the output cannot be read (an old driver without ``compute_cap``)
+    or a MIG device is selected, so the caller falls back to asking torch.
     """
+    from regress.ci.gpu import parse_visible_devices
+
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5:
+            return None
+        index, uuid, name, cap, memory = parts
+        major, _, minor = cap.partition(".")
+        try:
+            rows.append((int(index), uuid, Device(int(major) * 10 + int(minor), int(memory), name)))
+        except ValueError:
+            return None
+    tokens = parse_visible_devices(visible)
+    if tokens is None:
+        return Devices(tuple(device for _, _, device in sorted(rows, key=lambda r: r[0])))
+    chosen = []
+    for token in tokens:
+        if token.startswith("MIG-"):
+            return None
+        match = [
+            device
+            for index, uuid, device in rows
+            if (token.isdigit() and int(token) == index)
+            or (token.startswith("GPU-") and uuid.startswith(token))
+        ]
+        if not match:
+            break
+        chosen.append(match[0])
+    return Devices(tuple(chosen))
+
+
+def _torch_devices() -> Devices:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - torch is a hard dependency of regress
@@ -76,6 +118,32 @@ def query_devices() -> Devices:
         return Devices(tuple(found))
     except RuntimeError as exc:  # a broken driver reads as "no usable GPU", with the cause
         return Devices(error=f"CUDA device query failed: {exc}")
+
+
+def query_devices(
+    run: Callable[[Sequence[str]], str | None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Devices:
+    """The visible devices; the default device-query seam.
+
+    ``nvidia-smi`` first, because it creates no CUDA context in the test process (the engine's
+    processes want the whole GPU, and a context made before ``CUDA_VISIBLE_DEVICES`` is pinned
+    would see every GPU); torch only when ``nvidia-smi`` cannot say. A machine without CUDA
+    reports zero devices rather than failing.
+
+    Args:
+        run: runs a command, returns its stdout or None (``regress.ci.gpu.run_command``).
+        env: the environment (``CUDA_VISIBLE_DEVICES``); ``os.environ`` when None.
+    """
+    if run is None:
+        from regress.ci.gpu import run_command as run
+    env = os.environ if env is None else env
+    text = run(_SMI_QUERY)
+    if text is not None:
+        devices = parse_smi_devices(text, env.get("CUDA_VISIBLE_DEVICES"))
+        if devices is not None:
+            return devices
+    return _torch_devices()
 
 
 @dataclass(frozen=True)

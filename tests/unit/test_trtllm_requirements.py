@@ -15,6 +15,7 @@ from regress.trtllm.requirements import (
     Needs,
     arch_name,
     find_checkpoint,
+    parse_smi_devices,
     query_devices,
     skip_reason,
     unmet,
@@ -169,6 +170,62 @@ def test_arch_names():
     assert arch_name(90) == "Hopper (sm90)"
     assert arch_name(100) == "Blackwell (sm100)"
     assert arch_name(120) == "sm120"
+
+
+SMI = """\
+0, GPU-aaaa1111-0000-0000-0000-000000000000, NVIDIA H200, 9.0, 143771
+1, GPU-bbbb2222-0000-0000-0000-000000000000, NVIDIA H200, 9.0, 143771
+2, GPU-cccc3333-0000-0000-0000-000000000000, NVIDIA B200, 10.0, 183359
+"""
+
+
+def test_nvidia_smi_rows_become_devices_in_index_order():
+    devices = parse_smi_devices(SMI, None)
+    assert [d.sm for d in devices.devices] == [90, 90, 100]
+    assert devices.devices[2] == Device(sm=100, memory_mib=183359, name="NVIDIA B200")
+
+
+@pytest.mark.parametrize(
+    ("visible", "names"),
+    [
+        ("2,0", ["NVIDIA B200", "NVIDIA H200"]),
+        ("GPU-cccc", ["NVIDIA B200"]),
+        ("", []),
+        ("1,7,2", ["NVIDIA H200"]),  # CUDA stops at the first entry that selects nothing
+        ("-1", []),
+    ],
+)
+def test_cuda_visible_devices_is_applied(visible, names):
+    assert [d.name for d in parse_smi_devices(SMI, visible).devices] == names
+
+
+@pytest.mark.parametrize(
+    ("text", "visible"),
+    [
+        ("0, GPU-a, NVIDIA A100, [N/A], 81920\n", None),  # no compute_cap column on old drivers
+        ("0, NVIDIA A100\n", None),
+        (SMI, "MIG-abc"),
+    ],
+)
+def test_unreadable_or_mig_falls_back(text, visible):
+    assert parse_smi_devices(text, visible) is None
+
+
+def test_query_prefers_nvidia_smi_and_never_touches_cuda_then():
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return SMI
+
+    devices = query_devices(run, env={"CUDA_VISIBLE_DEVICES": "2"})
+    assert [d.sm for d in devices.devices] == [100]
+    assert "--query-gpu=index,uuid,name,compute_cap,memory.total" in asked[0]
+
+
+def test_query_falls_back_to_torch_when_nvidia_smi_is_missing():
+    devices = query_devices(lambda argv: None, env={})
+    assert devices.count == len(devices.devices) >= 0  # this CPU box: torch says 0
 
 
 def test_real_query_on_this_machine_does_not_raise():
