@@ -227,6 +227,7 @@ def test_reference_stale_req_idx_exits_1_naming_batch_8(runner, monkeypatch, tmp
     assert result.exit_code == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["model"] == "reference-dsa-tiny"
+    assert report["engine"]["defects"] == ["stale_req_idx"]
     assert report["regressed_batch_sizes"] == [8]
     flagged = {
         (v["check"], v["batch_size"]) for v in report["verdicts"] if v["status"] == "regression"
@@ -245,6 +246,21 @@ def test_reference_without_defects_exits_0(runner, monkeypatch):
     one, eight = report["runs"]
     assert one["acceptance_length"] == pytest.approx(eight["acceptance_length"])
     assert report["regressed"] is False
+    assert report["engine"]["defects"] == []
+
+
+@needs_reference
+def test_reference_reads_defects_from_the_environment(runner, monkeypatch):
+    """Without --defect, REGRESS_DEFECTS decides (how bisect scripts switch defects), and the report says so."""
+    monkeypatch.setenv("REGRESS_DEFECTS", "stale_req_idx")
+    result = runner.invoke(
+        cli, [*E2E[:-4], "--num-prompts", "16", "--max-new-tokens", "32", "--json", "-"]
+    )
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1, result.stderr
+    assert report["engine"]["defects"] == ["stale_req_idx"] and report["regressed_batch_sizes"] == [
+        8
+    ]
 
 
 @needs_reference

@@ -79,6 +79,12 @@ class ReferenceAcceptanceEngine:
             raise
         except Exception as exc:
             raise EngineError(f"the reference engine failed to start on {device}: {exc}") from exc
+        # Record what the engine resolved (REGRESS_DEFECTS, the CUDA-graph default), not just
+        # what was asked, so a report says which defects were really live.
+        live = getattr(self._engine, "defects", None)
+        if live is not None:
+            self.options["defects"] = sorted(live)
+        self.options["cuda_graph"] = getattr(self._engine, "cuda_graph", cuda_graph)
         self.model = str(getattr(self._engine, "model_name", "reference"))
         self.last_counters: dict[str, int] | None = None
         self.last_notes: list[str] = []
