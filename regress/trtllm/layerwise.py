@@ -116,28 +116,39 @@ def metadata_of(run_pack: Callable[..., Any]) -> Any:
     return None
 
 
+# What "never announced" looks like where a class declares no default: upstream's non-DSA
+# metadata keeps max_total_draft_tokens None until update_spec_dec_param() sets it.
+_UNSET = {"max_total_draft_tokens": None}
+
+
 def default_spec_state(metadata: Any) -> dict[str, Any]:
-    """The spec-dec fields as a freshly built object of this class has them (dataclass defaults).
+    """The spec-dec fields as a freshly built object of this class has them.
 
     The non-DSA check compares against these: an MTP shape announcement must not have touched
-    them (``regress.dsa.invariants.check_dense_untouched``).
+    them (``regress.dsa.invariants.check_dense_untouched``). Defaults come from the dataclass
+    fields, else class attributes, else the known unset value; a field whose default cannot be
+    known is taken as it is (not judged) rather than guessed.
     """
     from regress.dsa.invariants import SPEC_FIELDS
 
-    defaults: dict[str, Any] = {}
     fields = (
         {f.name: f for f in dataclasses.fields(type(metadata))}
         if dataclasses.is_dataclass(metadata)
         else {}
     )
+    defaults: dict[str, Any] = {}
     for name in SPEC_FIELDS:
         f = fields.get(name)
         if f is not None and f.default is not dataclasses.MISSING:
             defaults[name] = f.default
         elif f is not None and f.default_factory is not dataclasses.MISSING:
             defaults[name] = f.default_factory()
+        elif hasattr(type(metadata), name):
+            defaults[name] = getattr(type(metadata), name)
+        elif name in _UNSET:
+            defaults[name] = _UNSET[name]
         else:
-            defaults[name] = getattr(type(metadata), name, None)
+            defaults[name] = getattr(metadata, name, None)
     return defaults
 
 

@@ -214,3 +214,47 @@ def test_in_process_run_needs_tensorrt_llm():
         pytest.skip("tensorrt_llm is installed")
     with pytest.raises(MissingDependencyError, match="layer_wise_benchmarks"):
         layerwise.run_in_process(ShapeCheck(model="/tiny"), lambda result: None)
+
+
+@pytest.mark.parametrize("seq_len_q", [1, 4])
+@pytest.mark.parametrize(
+    ("backend", "defects", "expected"),
+    [
+        ("dsa", [], []),
+        ("dsa", ["unannounced_mtp_shapes"], ["kv_lens_2d_width"]),  # bug 2 before PR #17247
+        ("trtllm", [], []),
+        ("trtllm", ["method_hasattr_guard"], ["announcement_scope"]),  # PR #17247's first guard
+    ],
+)
+def test_checks_on_the_reference_mirror_of_the_runner(backend, defects, expected, seq_len_q):
+    # regress.reference.layerwise mirrors Runner.create_run_pack with bug 2's historical states;
+    # the checks the GPU test applies to upstream's packs must tell them apart the same way.
+    from regress.reference.layerwise import create_run_pack
+
+    metadata = create_run_pack(
+        "GEN",
+        batch_size=32,
+        seq_len_q=seq_len_q,
+        seq_len_kv_cache=2049,
+        backend=backend,
+        defects=defects,
+    )
+    result = ShapeResult(backend, 32, seq_len_q)
+    check_metadata(metadata, result)
+    # seq_len_q == 1 is plain decode: nothing to announce, so no revision can get it wrong.
+    assert [v["check"] for v in result.violations] == (expected if seq_len_q > 1 else [])
+
+
+def test_reference_deepgemm_abort_carries_the_signature():
+    from regress.reference.layerwise import create_run_pack, run_generation_step
+
+    metadata = create_run_pack(
+        "GEN",
+        batch_size=32,
+        seq_len_q=4,
+        seq_len_kv_cache=2049,
+        defects=["unannounced_mtp_shapes"],
+    )
+    with pytest.raises(Exception) as info:
+        run_generation_step(metadata)
+    assert find_deepgemm_assertion(str(info.value)) is not None
