@@ -361,6 +361,23 @@ def test_reference_adapter_passes_options_and_converts_results():
     assert engine.sentinel_violations == [{"check": "req_idx_map", "batch_size": 2}]
 
 
+class ReplacingReferenceEngine(FakeReferenceEngine):
+    """Hands back a fresh violations list per generate(), as the real engine does."""
+
+    def generate(self, prompts, **kwargs):
+        result = super().generate(prompts, **kwargs)
+        self.sentinel_violations = [{"check": "req_idx_map", "batch_size": kwargs["batch_size"]}]
+        return result
+
+
+@pytest.mark.parametrize("factory", [FakeReferenceEngine, ReplacingReferenceEngine])
+def test_reference_adapter_attributes_violations_to_each_run(factory):
+    engine = ReferenceAcceptanceEngine(sentinel=True, engine_factory=factory)
+    for batch_size in (2, 8):
+        engine.run([[1, 2]], batch_size=batch_size, max_draft_len=2, max_new_tokens=4)
+    assert [v["batch_size"] for v in engine.sentinel_violations] == [2, 8]
+
+
 def test_reference_adapter_sentinel_off_reports_none():
     engine = ReferenceAcceptanceEngine(engine_factory=FakeReferenceEngine)
     assert engine.sentinel_violations is None

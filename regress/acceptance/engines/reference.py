@@ -89,13 +89,27 @@ class ReferenceAcceptanceEngine:
         self.last_counters: dict[str, int] | None = None
         self.last_notes: list[str] = []
         self.last_wall_seconds: float | None = None
+        self._violations: list[dict] = []
+        self._engine_list: list | None = getattr(self._engine, "sentinel_violations", None)
+        self._engine_seen = len(self._engine_list or [])
 
     @property
     def sentinel_violations(self) -> list[dict] | None:
-        """The engine's sentinel findings so far, or None when the sentinel is off."""
+        """Sentinel findings of every run so far, in order; None when the sentinel is off."""
         if not self.options["sentinel"]:
             return None
-        return [dict(v) for v in getattr(self._engine, "sentinel_violations", None) or []]
+        return list(self._violations)
+
+    def _collect_violations(self) -> None:
+        # The engine may hand back a fresh list per generate() or keep appending to one; either
+        # way only what this run added is new, and the profiler reads our cumulative list.
+        current = getattr(self._engine, "sentinel_violations", None) or []
+        if current is self._engine_list and len(current) >= self._engine_seen:
+            new = current[self._engine_seen :]
+        else:
+            new = current
+        self._violations.extend(dict(v) for v in new)
+        self._engine_list, self._engine_seen = current, len(current)
 
     def default_prompts(self, limit: int | None = None) -> list[Prompt]:
         """The reference engine's built-in token prompts."""
@@ -139,6 +153,8 @@ class ReferenceAcceptanceEngine:
         self.last_counters = dict(counters) if counters else None
         self.last_wall_seconds = getattr(result, "wall_seconds", None)
         self.last_notes = []
+        if self.options["sentinel"]:
+            self._collect_violations()
         traces = [
             RequestTrace(
                 accepted=[int(a) for a in r.accepted],
