@@ -388,3 +388,48 @@ def test_resolve_factory_needs_module_and_attribute():
     with pytest.raises(ValueError, match="module:attr"):
         hooks.resolve_factory("regress.dsa")
     assert hooks.resolve_factory("pathlib:Path") is Path
+
+
+class ContractSentinel:
+    """A minimal stand-in for regress.dsa.sentinel: check the map after every kv-lens update."""
+
+    def __init__(self):
+        self.violations = []
+
+    def attach(self, metadata):
+        from regress.dsa.invariants import check_req_idx_map
+
+        inner = metadata.update_for_spec_dec
+
+        def update_for_spec_dec(*args, **kwargs):
+            result = inner(*args, **kwargs)
+            self.violations.extend(check_req_idx_map(metadata))
+            return result
+
+        metadata.update_for_spec_dec = update_for_spec_dec
+
+
+@pytest.mark.parametrize(("defects", "stale"), [([], False), (["stale_req_idx"], True)])
+def test_hook_on_the_reference_mirror_catches_the_stale_map(tmp_path, defects, stale):
+    # The reference mirror of DSAtrtllmAttentionMetadata (regress.reference.metadata) is shaped
+    # like upstream's: hooking it and running the one-model MTP-Eagle draft loop at batch 4, K = 3
+    # must record the stale map of bug 1 and nothing on the fixed code.
+    from regress.reference import scenarios
+    from regress.reference.metadata import DSAtrtllmAttentionMetadata
+
+    original_init = vars(DSAtrtllmAttentionMetadata)["__init__"]
+    config = hooks.HookConfig(str(tmp_path / "sink"), ("regress.reference.metadata",))
+    with hooks.sentinel_session(config, factory=ContractSentinel):
+        md = scenarios.make_dsa_metadata(
+            max_num_requests=4, max_num_tokens=64, max_draft_tokens=3, defects=defects
+        )
+        scenarios.prepare_layout(md, [4, 4, 4, 4])
+        for _ in scenarios.draft_loop(md, max_draft_len=3, num_accepted=[3, 1, 0, 2]):
+            pass
+        md.prepare()  # the next forward: written by then
+    report = hooks.read_report(tmp_path / "sink")
+    assert len(report.attached) == 1
+    assert bool(report.violations) is stale
+    if stale:
+        assert {v["check"] for v in report.violations} == {"req_idx_map"}
+    assert vars(DSAtrtllmAttentionMetadata)["__init__"] is original_init  # undone
