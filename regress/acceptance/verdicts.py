@@ -227,7 +227,8 @@ def conditional_decay(
     The stale-map bug's fingerprint is a conditional rate that decays with draft depth (0.880,
     0.775, 0.670, 0.596 at batch 8 against a flat 0.868, 0.864, 0.825, 0.834 at batch 1): every
     draft step past the first reads another request's cache, so the damage compounds. The
-    statistic is the least-squares slope of conditional acceptance over depth; a regression is a
+    statistic is the least-squares slope of conditional acceptance over depth, each depth weighted
+    by the steps that reached it (:func:`~regress.acceptance.stats.decay_slope`); a regression is a
     slope steeper than the reference's by more than ``tolerance`` times the reference's mean
     conditional rate per depth, and significantly so (paired bootstrap interval of the
     steepening above zero, else beyond the combined CI half-widths). Needs K >= 2.

@@ -120,7 +120,7 @@ def accept(
     from regress.acceptance.profile import Progress, profile
     from regress.acceptance.prompts import load_prompt_file
     from regress.acceptance.report import format_table
-    from regress.errors import require_module
+    from regress.errors import UsageError, require_module
 
     if plot_out is not None:  # fail before a long run, not after it
         require_module("matplotlib", purpose="--plot", install="pip install matplotlib")
@@ -136,8 +136,10 @@ def accept(
     )
     if prompts_file is not None:
         prompts = load_prompt_file(prompts_file, limit=num_prompts)
-    else:
+    elif hasattr(adapter, "default_prompts"):
         prompts = adapter.default_prompts(num_prompts)
+    else:
+        raise UsageError(f"the {engine} engine has no built-in prompts; pass --prompts FILE.jsonl")
     tokenize = getattr(adapter, "tokenize", None)
     if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
         prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]

@@ -8,7 +8,13 @@ reads with ``getattr`` after each run:
   ``num_accepted_tokens``, ``num_requests_with_draft_tokens``) for the last run, or None;
 * ``last_notes``: remarks about the last run (cross-check mismatches, batch size not reached);
 * ``sentinel_violations``: the runtime DSA sentinel's findings so far, or None when it is off;
-* ``options``: a JSON-ready dict of how the engine was configured, for the report.
+* ``options``: a JSON-ready dict of how the engine was configured, for the report;
+
+and, as methods the CLI looks for:
+
+* ``default_prompts(limit)``: prompts to use when ``--prompts`` is not given (may raise
+  UsageError to demand a file);
+* ``tokenize(text)``: token ids of a text prompt, for engines that take ids only.
 """
 
 from __future__ import annotations
@@ -45,10 +51,6 @@ class AcceptanceEngine(Protocol):
         progress: EngineProgress | None = None,
     ) -> list[RequestTrace]:
         """Generate every prompt with ``batch_size`` requests in flight; one trace per prompt."""
-        ...
-
-    def default_prompts(self, limit: int | None = None) -> list[Prompt]:
-        """Prompts to use when the user gives none (may raise UsageError to demand some)."""
         ...
 
 
