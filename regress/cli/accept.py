@@ -75,7 +75,13 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> list
     show_default=True,
     help="Relative drop tolerated before a significant loss is a regression.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Engine and bootstrap seed.")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Engine seed (reference: its weights) and bootstrap seed.",
+)
 @click.option(
     "--json",
     "json_out",
@@ -186,5 +192,4 @@ def accept(
     if report.regressed:
         sizes = ", ".join(str(b) for b in report.regressed_batch_sizes) or "-"
         click.echo(f"regress accept: acceptance regression at batch size(s) {sizes}", err=True)
-        sys.stderr.flush()
         ctx.exit(1)
