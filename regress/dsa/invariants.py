@@ -68,7 +68,20 @@ def check_req_idx_map(metadata: Any) -> list[Violation]:
     expected = expected_req_idx_per_token(seq_lens)[:num_tokens]
     actual = _host_list(metadata.req_idx_per_token[:num_tokens])
     if actual != expected:
-        first = next(i for i, (a, e) in enumerate(zip(actual, expected, strict=False)) if a != e)
+        first = next(
+            (i for i, (a, e) in enumerate(zip(actual, expected, strict=False)) if a != e),
+            min(len(actual), len(expected)),  # one is shorter: the buffer cannot hold the layout
+        )
+        if first >= len(actual):
+            return [
+                *out,
+                Violation(
+                    "req_idx_map",
+                    f"req_idx_per_token holds {len(actual)} entries but the layout has "
+                    f"{len(expected)} tokens",
+                    {"seq_lens": seq_lens, "num_tokens": num_tokens, "capacity": len(actual)},
+                ),
+            ]
         out.append(
             Violation(
                 "req_idx_map",

@@ -124,6 +124,7 @@ class ReferenceEngine:
         self.config = base if seed == 0 else _reseed(base, base.seed + seed)
         self.sentinel = sentinel
         self.sentinel_violations: list[dict[str, Any]] = []
+        self.sentinel_summary: dict[str, Any] = {}
         self.target_w, self.draft_w = _weights(self.config, self.device)
 
     # -- public API -------------------------------------------------------------------------
@@ -327,6 +328,7 @@ class _Run:
         if self.sentinel is not None:
             self.sentinel.flush()
             self.e.sentinel_violations = [v.to_dict() for v in self.sentinel.violations]
+            self.e.sentinel_summary = self.sentinel.summary()
         return traces
 
     # -- one iteration ------------------------------------------------------------------------

@@ -63,6 +63,8 @@ class DraftGraphs:
         entry.hidden[:bs] = hidden
         entry.graph.replay()
         self.replays += 1
+        if self.run.sentinel is not None:
+            self.run.sentinel.after_replay()  # checks owed by the captured region
         return [o[:bs] for o in entry.outs]
 
     def _capture(self, b_pad: int) -> _Captured:

@@ -1,0 +1,208 @@
+"""Properties of the reference DSA + MTP-Eagle engine on CPU (issue 3's list, at test scale).
+
+Runs are shared per module (each costs seconds); the full 80-prompt x 128-token figures are in
+benchmarks/reference_engine.md.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from regress.errors import EngineError, UsageError
+from regress.reference.defects import DEFECTS
+from regress.reference.engine import ReferenceEngine
+from regress.reference.indexer import DeepGemmAssertion
+from regress.reference.prompts import load_prompts
+
+N_PROMPTS, N_TOKENS, K = 16, 48, 4
+
+
+@functools.cache
+def run(
+    defects: tuple[str, ...], batch: int, k: int, n_prompts: int = N_PROMPTS, tokens: int = N_TOKENS
+):
+    return ReferenceEngine(defects=defects).generate(
+        load_prompts(n_prompts), batch_size=batch, max_draft_len=k, max_new_tokens=tokens
+    )
+
+
+def al(result) -> float:
+    acc = [a for r in result.requests for a in r.accepted]
+    return 1 + sum(acc) / len(acc)
+
+
+def conditional(result, k: int) -> list[float]:
+    acc = [a for r in result.requests for a in r.accepted]
+    pos = [sum(a > i for a in acc) / len(acc) for i in range(k)]
+    return [pos[i] / (pos[i - 1] if i else 1.0) for i in range(k)]
+
+
+def tokens(result) -> list[list[int]]:
+    return [r.tokens for r in result.requests]
+
+
+# -- 1. lossless ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("defects", "batch", "k"),
+    [
+        ((), 1, 4),
+        ((), 8, 2),
+        ((), 3, 1),
+        (tuple(sorted(DEFECTS)), 8, 4),
+        (("stale_req_idx",), 8, 4),
+        (("arange_only_refresh",), 5, 3),
+    ],
+)
+def test_lossless_against_plain_greedy(defects, batch, k):
+    plain = run((), 1, 0, 8, 32)
+    assert tokens(run(defects, batch, k, 8, 32)) == tokens(plain)
+    assert all(len(t) == 32 for t in tokens(plain))
+
+
+# -- 2. defect-free acceptance is batch-invariant and realistic -----------------------------
+@pytest.mark.parametrize("batch", [2, 8, 32])
+def test_acceptance_is_batch_invariant(batch):
+    base = al(run((), 1, K))
+    assert abs(al(run((), batch, K)) - base) / base <= 0.01
+
+
+def test_defect_free_acceptance_is_flat_and_realistic():
+    cond = conditional(run((), 1, K), K)
+    assert max(cond) - min(cond) <= 0.1, cond
+    assert all(0.75 <= c <= 0.95 for c in cond), cond
+    assert 3.3 <= al(run((), 1, K)) <= 4.0
+
+
+# -- 3. stale_req_idx ----------------------------------------------------------------------------
+def test_stale_map_leaves_batch_1_alone():
+    assert al(run(("stale_req_idx",), 1, K)) == al(run((), 1, K))
+
+
+def test_stale_map_cuts_acceptance_at_batch_8():
+    clean, stale = al(run((), 1, K)), al(run(("stale_req_idx",), 8, K))
+    assert stale <= 0.9 * clean, (clean, stale)
+    cond_clean = conditional(run((), 1, K), K)
+    cond_stale = conditional(run(("stale_req_idx",), 8, K), K)
+    # Draft step 0 is exact; every later depth loses, the deepest most against the first.
+    assert abs(cond_stale[0] - cond_clean[0]) <= 0.03
+    assert all(s < c - 0.05 for s, c in zip(cond_stale[1:], cond_clean[1:], strict=True))
+    assert cond_stale[-1] < cond_stale[0] - 0.1
+
+
+def test_stale_map_cannot_touch_k_1():
+    assert al(run(("stale_req_idx",), 8, 1)) == al(run((), 8, 1))
+
+
+# -- 4. arange_only_refresh ----------------------------------------------------------------------
+def test_arange_only_refresh_behaves_on_all_ones_draft_layouts():
+    assert al(run(("arange_only_refresh",), 8, K)) == al(run((), 8, K))
+
+
+def test_arange_only_refresh_is_caught_on_tree_layouts():
+    from regress.dsa.invariants import check_req_idx_map
+    from regress.reference.scenarios import make_dsa_metadata, prepare_layout, rewrite_layout
+
+    md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, defects={"arange_only_refresh"})
+    prepare_layout(md, [5, 5, 5, 5])
+    rewrite_layout(md, [3, 1, 4, 1])
+    assert [v.check for v in check_req_idx_map(md)] == ["req_idx_map"]
+
+
+# -- 5. unannounced_mtp_shapes -----------------------------------------------------------------
+def test_layerwise_path_aborts_without_the_announcement():
+    engine = ReferenceEngine(defects={"unannounced_mtp_shapes"})
+    with pytest.raises(
+        DeepGemmAssertion,
+        match=r"DG_HOST_ASSERT\(batch_size == __batch_size and next_n == _next_n\)",
+    ):
+        engine.layerwise_step(run_type="GEN", batch_size=32, seq_len_q=4)
+
+
+@pytest.mark.parametrize("seq_len_q", [1, 4])
+def test_layerwise_path_runs_with_the_announcement(seq_len_q):
+    out = ReferenceEngine(defects=()).layerwise_step(
+        run_type="GEN", batch_size=32, seq_len_q=seq_len_q
+    )
+    assert out == {"num_tokens": 32 * seq_len_q, "num_generations": 32}
+
+
+# -- the model, the counters, the sentinel -----------------------------------------------------------
+def test_next_token_depends_on_the_attended_context():
+    prompt = load_prompts(1)[0]
+    changed = list(prompt)
+    changed[3] = (changed[3] + 7) % 256  # one early token, far outside any local window
+    engine = ReferenceEngine(defects=())
+    a = engine.generate([prompt], batch_size=1, max_draft_len=0, max_new_tokens=24)
+    b = engine.generate([changed], batch_size=1, max_draft_len=0, max_new_tokens=24)
+    assert a.requests[0].tokens != b.requests[0].tokens
+
+
+def test_upstream_iteration_counters_agree_with_traces():
+    result = run((), 8, K)
+    c = result.counters
+    steps = sum(len(r.accepted) for r in result.requests)
+    assert c["num_requests_with_draft_tokens"] == steps
+    assert c["num_accepted_tokens"] == sum(sum(r.accepted) for r in result.requests)
+    assert c["num_draft_tokens"] == K * steps
+    upstream_al = (c["num_accepted_tokens"] + steps) / steps
+    assert upstream_al == pytest.approx(al(result))
+
+
+def test_sentinel_is_silent_on_correct_code_and_loud_on_a_stale_map():
+    clean = ReferenceEngine(defects=(), sentinel=True)
+    clean.generate(load_prompts(8), batch_size=8, max_draft_len=K, max_new_tokens=16)
+    assert clean.sentinel_violations == []
+    assert clean.sentinel_summary["checks_run"] > 0
+    stale = ReferenceEngine(defects={"stale_req_idx"}, sentinel=True)
+    stale.generate(load_prompts(8), batch_size=8, max_draft_len=K, max_new_tokens=16)
+    assert stale.sentinel_violations
+    assert {v["check"] for v in stale.sentinel_violations} == {"req_idx_map"}
+    assert {v["site"] for v in stale.sentinel_violations} == {"update_for_spec_dec"}
+
+
+def test_progress_reports_every_request_once():
+    seen = []
+    ReferenceEngine(defects=()).generate(
+        load_prompts(5),
+        batch_size=2,
+        max_draft_len=2,
+        max_new_tokens=8,
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert seen == [(i, 5) for i in range(1, 6)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"max_draft_len": -1}, "max_draft_len"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"prompts": []}, "no prompts"),
+        ({"prompts": [[1, 999]]}, "outside"),
+        ({"prompts": [[]]}, "empty"),
+        ({"prompts": [[1] * 1030]}, "positions"),
+    ],
+)
+def test_bad_generate_input_is_a_usage_error(kwargs, needle):
+    args = {
+        "prompts": [[256, 1, 2]],
+        "batch_size": 1,
+        "max_draft_len": 1,
+        "max_new_tokens": 4,
+    } | kwargs
+    prompts = args.pop("prompts")
+    with pytest.raises(UsageError, match=needle):
+        ReferenceEngine(defects=()).generate(prompts, **args)
+
+
+def test_device_errors_say_what_to_do():
+    with pytest.raises(UsageError, match="--device cuda"):
+        ReferenceEngine(device="cpu", cuda_graph=True)
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(EngineError, match="--device cpu"):
+            ReferenceEngine(device="cuda")

@@ -1,0 +1,120 @@
+"""The runtime DSA sentinel: eager checks, deferred (graph-capture) checks, attach/detach."""
+
+from __future__ import annotations
+
+import pytest
+
+from regress.dsa import sentinel as sentinel_module
+from regress.dsa.sentinel import Sentinel
+from regress.reference.layerwise import create_run_pack
+from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
+
+
+def _loop(defects, sentinel=None, k=4, b=8):
+    md = make_dsa_metadata(
+        max_num_requests=b, max_num_tokens=b * (k + 1), max_draft_tokens=k, defects=defects
+    )
+    s = (sentinel or Sentinel()).attach(md)
+    prepare_layout(md, [k + 1] * b)
+    for _ in draft_loop(md, max_draft_len=k, num_accepted=[k] * b):
+        pass
+    return s, md
+
+
+def test_silent_on_correct_code():
+    s, _ = _loop(())
+    assert s.violations == [] and s.num_violations == 0
+    assert s.checks_run > 0
+    assert s.calls["update_for_spec_dec"] == 4  # collapse + 3 steps, outermost calls only counted
+
+
+def test_stale_map_reported_with_site_and_layout():
+    s, _ = _loop({"stale_req_idx"})
+    assert s.num_violations >= 1
+    v = s.violations[0]
+    assert v.check == "req_idx_map" and v.site == "update_for_spec_dec" and v.phase == "eager"
+    assert v.seq_lens == [1] * 8
+    assert v.backend == "DSAtrtllmAttentionMetadata"
+    assert v.to_dict()["details"]["first_mismatch"] == 1
+
+
+def test_on_update_alone_is_not_a_violation():
+    md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, max_draft_tokens=3, defects=())
+    s = Sentinel().attach(md)
+    prepare_layout(md, [4, 4, 4, 4])
+    md._seq_lens[:4].fill_(1)
+    md._seq_lens_cuda[:4].fill_(1)
+    md.on_update()  # upstream refreshes in on_update_kv_lens, which has not run yet
+    assert s.violations == []
+
+
+def test_nested_hooks_check_once():
+    md = make_dsa_metadata(max_num_requests=2, max_num_tokens=8, defects=())
+    s = Sentinel().attach(md)
+    prepare_layout(md, [2, 2])
+    before = s.checks_run
+    md.update_for_spec_dec()  # calls on_update_kv_lens inside: one check, not two
+    assert s.checks_run == before + 1
+
+
+def test_unannounced_width_reported():
+    md = create_run_pack(
+        "GEN", batch_size=4, seq_len_q=4, seq_len_kv_cache=16, defects={"unannounced_mtp_shapes"}
+    )
+    s = Sentinel().attach(md)
+    md.on_update_kv_lens()
+    assert [v.check for v in s.violations] == ["kv_lens_2d_width"]
+
+
+def test_detach_restores_methods():
+    md = make_dsa_metadata(max_num_requests=2, max_num_tokens=8, defects=())
+    s = Sentinel().attach(md)
+    assert "prepare" in md.__dict__
+    s.detach()
+    assert "prepare" not in md.__dict__
+    prepare_layout(md, [1, 1])
+    assert s.checks_run == 0
+
+
+def test_records_are_capped_but_counted():
+    s = Sentinel(max_records=1)
+    for b in (4, 6, 8):
+        _loop({"stale_req_idx"}, sentinel=s, b=b)
+    assert len(s.violations) == 1
+    assert s.num_violations > 1
+
+
+def test_capture_defers_checks_to_the_replay_boundary(monkeypatch):
+    """Under capture nothing is read back; the snapshot is checked by after_replay()."""
+    md = make_dsa_metadata(
+        max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects={"stale_req_idx"}
+    )
+    s = Sentinel().attach(md)
+    prepare_layout(md, [5] * 8)
+    loop = draft_loop(md, max_draft_len=4, num_accepted=[4] * 8)
+    next(loop)
+    monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
+    next(loop)  # collapse + step 1 while "capturing": snapshots only
+    assert s.violations == [] and len(s._snapshots) >= 1
+    monkeypatch.setattr(sentinel_module, "_capturing", lambda: False)
+    s.after_replay()
+    assert s.violations and {v.phase for v in s.violations} == {"replay"}
+
+
+def test_snapshot_of_correct_code_passes(monkeypatch):
+    md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=())
+    s = Sentinel().attach(md)
+    prepare_layout(md, [5] * 8)
+    monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
+    for _ in draft_loop(md, max_draft_len=4, num_accepted=[2] * 8):
+        pass
+    monkeypatch.setattr(sentinel_module, "_capturing", lambda: False)
+    s.flush()
+    assert s.violations == [] and s.checks_run >= 4
+
+
+@pytest.mark.parametrize("name", ["prepare", "on_update_kv_lens"])
+def test_wrapped_methods_keep_their_names(name):
+    md = make_dsa_metadata(max_num_requests=2, max_num_tokens=8, defects=())
+    Sentinel().attach(md)
+    assert getattr(md, name).__name__ == name
