@@ -30,11 +30,10 @@ def nodeid_keys(nodeid: str) -> list[str]:
 
 @dataclass
 class Selection:
-    """Which collected ids a list selects, their timeouts, and the entries that matched nothing."""
+    """Which collected ids a list selects, the entry that selected each, and unmatched entries."""
 
     selected: list[int]
-    timeouts: dict[int, int]
-    entry_for: dict[int, Entry]
+    entry_for: dict[int, Entry]  # index -> the most specific matching entry (its TIMEOUT wins)
     unmatched: list[Entry]
 
 
@@ -55,7 +54,6 @@ def select(
     by_id = {e.test_id: e for e in entries}
     used: set[str] = set()
     selected: list[int] = []
-    timeouts: dict[int, int] = {}
     entry_for: dict[int, Entry] = {}
     for index, nodeid in enumerate(nodeids):
         matches = [by_id[k] for k in nodeid_keys(nodeid) if k in by_id]
@@ -64,10 +62,8 @@ def select(
         selected.append(index)
         entry_for[index] = matches[0]
         used.update(m.test_id for m in matches)
-        if matches[0].timeout_minutes is not None:
-            timeouts[index] = matches[0].timeout_minutes
     unmatched = [e for e in entries if e.test_id not in used and required(e)]
-    return Selection(selected, timeouts, entry_for, unmatched)
+    return Selection(selected, entry_for, unmatched)
 
 
 def suggestions(test_id: str, nodeids: Iterable[str], n: int = 3) -> list[str]:

@@ -228,3 +228,13 @@ def test_cli_summary_text_json_markdown_and_fail_on_new(tmp_path):
         cli, ["junit", "summary", str(CPU_NOW), "--baseline", str(CPU_NOW), "--fail-on-new"]
     )
     assert clean.exit_code == 0
+
+
+def test_cli_summary_keep_going_lists_unreadable_files(tmp_path):
+    md = tmp_path / "summary.md"
+    args = ["junit", "summary", str(CPU_NOW), str(TRUNCATED), "--keep-going", "--markdown", str(md)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0
+    assert f"unreadable: {TRUNCATED}: not well-formed XML" in result.output
+    assert "### Unreadable result files" in md.read_text()
+    assert CliRunner().invoke(cli, args[:4]).exit_code == 2
