@@ -325,6 +325,8 @@ class _Run:
                 else:
                     still.append(r)
             live = still
+        if self.graphs is not None:
+            self.counters["graph_replays"] = self.graphs.replays
         if self.sentinel is not None:
             self.sentinel.flush()
             self.e.sentinel_violations = [v.to_dict() for v in self.sentinel.violations]

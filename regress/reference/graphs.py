@@ -32,16 +32,16 @@ class DraftGraphs:
     """Captures lazily, one graph per padded batch size; replays with the live batch copied in."""
 
     def __init__(self, run: Any) -> None:
-        self.run = run
+        self.owner = run
         self.captured: dict[int, _Captured] = {}
         self.replays = 0
 
     def padded_size(self, bs: int) -> int:
-        limit = self.run.md.max_num_requests
+        limit = self.owner.md.max_num_requests
         return next((s for s in CAPTURE_SIZES if bs <= s <= limit), bs)
 
     def _pad_layout(self, bs: int, b_pad: int) -> None:
-        md = self.run.md
+        md = self.owner.md
         if b_pad > bs:
             md._seq_lens[bs:b_pad] = 1
             md._seq_lens_cuda[bs:b_pad] = 1
@@ -52,7 +52,7 @@ class DraftGraphs:
 
     def run(self, bs: int, first: torch.Tensor, hidden: torch.Tensor) -> list[torch.Tensor]:
         """Pad, notify the collapse, replay steps 1..K-1; returns K-1 token tensors of size bs."""
-        md = self.run.md
+        md = self.owner.md
         b_pad = self.padded_size(bs)
         self._pad_layout(bs, b_pad)
         md.update_for_spec_dec()  # the collapse's own notification, eager as upstream
@@ -63,14 +63,14 @@ class DraftGraphs:
         entry.hidden[:bs] = hidden
         entry.graph.replay()
         self.replays += 1
-        if self.run.sentinel is not None:
-            self.run.sentinel.after_replay()  # checks owed by the captured region
+        if self.owner.sentinel is not None:
+            self.owner.sentinel.after_replay()  # checks owed by the captured region
         return [o[:bs] for o in entry.outs]
 
     def _capture(self, b_pad: int) -> _Captured:
         import torch
 
-        run, md = self.run, self.run.md
+        run, md = self.owner, self.owner.md
         tokens = torch.zeros(b_pad, dtype=torch.int64, device=run.dev)
         hidden = torch.zeros(b_pad, run.cfg.hidden, dtype=torch.float64, device=run.dev)
         saved_kv = md.kv_lens_cuda.clone()
