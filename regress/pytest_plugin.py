@@ -218,6 +218,7 @@ class ListSelector:
             self.entries, self.stage, self.source = resolve_entries(
                 path, config.getoption("regress_stage")
             )
+            self._entry_paths = sorted({entry.path for entry in self.entries})
         elif config.getoption("regress_stage"):
             from regress.errors import UsageError
 
@@ -239,6 +240,20 @@ class ListSelector:
         if self.waives:
             lines.append(f"regress: {len(self.waives)} waives")
         return lines
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        # Import only what the list names: an unrelated module that cannot import on this node
+        # (the GPU box lacks hypothesis, a CPU box lacks tensorrt_llm) must not sink the stage.
+        if self.entries is None:
+            return None
+        try:
+            rel = collection_path.resolve().relative_to(self.config.rootpath.resolve()).as_posix()
+        except ValueError:
+            return None
+        for path in self._entry_paths:
+            if rel in (".", path) or rel.startswith(path + "/") or path.startswith(rel + "/"):
+                return None
+        return True
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid:

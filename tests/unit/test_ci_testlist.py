@@ -400,6 +400,6 @@ def test_repository_lists_parse_and_every_stage_selects_tests():
     # only what does not depend on other people's files being present yet.
     lists = StageLists.load(REPO / "test-lists")
     assert lists.consistency_problems() == []
-    assert {"CPU-PyTorch-1", "H200-PyTorch-1", "DGX_B200-4_GPUs-PyTorch-1"} <= set(lists.stages)
+    assert {"CPU-PyTorch-1", "H200-PyTorch-1", "DGX_B200-8_GPUs-PyTorch-1"} <= set(lists.stages)
     assert any(s.post_merge for s in lists.stages.values())
     assert [e.test_id for e in lists.entries("CPU-PyTorch-1")] == ["tests/unit"]
