@@ -5,7 +5,9 @@ markers and skips (never deselects) tests carrying them when the machine lacks w
 The list and waive machinery is registered as a separate plugin object only when ``--test-list``
 or ``--waives`` is given (the way pytest-xdist registers its distributed session only when
 distributing), and nothing heavy is imported at module level: the GPU box imports this with only
-torch, pytest, xdist, click and pyyaml installed.
+torch, pytest, xdist, click and pyyaml installed. With ``--test-list`` only the paths the list
+names are imported at all, so a module that cannot import on this node (hypothesis on the GPU
+box, tensorrt_llm on a CPU box) cannot sink a stage that does not run it.
 
 Errors found after collection (a list entry that matches nothing, too few GPUs under
 ``--require-gpu`` in an xdist worker) are reported as a failed collection report rather than
