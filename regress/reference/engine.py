@@ -93,6 +93,8 @@ class ReferenceEngine:
         sentinel: attach the runtime DSA sentinel to the metadata; findings land in
             :attr:`sentinel_violations`.
         config: model sizes and calibration (default: :class:`ModelConfig`).
+        metadata_cls: the DSA metadata class to drive (default: the mirror in
+            ``regress.reference.metadata``); ``regress demo`` passes each commit's own copy.
     """
 
     model_name = MODEL_NAME
@@ -106,6 +108,7 @@ class ReferenceEngine:
         seed: int = 0,
         sentinel: bool = False,
         config: ModelConfig | None = None,
+        metadata_cls: type | None = None,
     ) -> None:
         import torch
 
@@ -123,6 +126,7 @@ class ReferenceEngine:
         base = config or ModelConfig()
         self.config = base if seed == 0 else _reseed(base, base.seed + seed)
         self.sentinel = sentinel
+        self.metadata_cls = metadata_cls or DSAtrtllmAttentionMetadata
         self.sentinel_violations: list[dict[str, Any]] = []
         self.sentinel_summary: dict[str, Any] = {}
         self.target_w, self.draft_w = _weights(self.config, self.device)
@@ -261,7 +265,7 @@ class _Run:
             tokens_per_block=TOKENS_PER_BLOCK,
             max_blocks_per_seq=blocks,
         )
-        self.md = DSAtrtllmAttentionMetadata(
+        self.md = engine.metadata_cls(
             max_num_requests=max_reqs,
             max_num_tokens=max(batch_size * max(max_prompt, k + 1), max_reqs),
             kv_cache_manager=self.manager,
