@@ -31,6 +31,11 @@ from typing import Any
 # the worker's CUDA or MPI state.
 
 DEFAULT_SENTINEL = "regress.dsa.sentinel:Sentinel"
+# CUDA-graph replays: the sentinel checks what it snapshotted during capture after each replay.
+DEFAULT_REPLAY_HOOKS = (
+    "regress.dsa.sentinel:install_replay_hook",
+    "regress.dsa.sentinel:remove_replay_hook",
+)
 DEFAULT_CLASS = "DSAtrtllmAttentionMetadata"
 _MARK = "_regress_sentinel"  # instance attribute: (owner id, names attach() added)
 _CLASS_MARK = "_regress_sentinel_patch"  # class attribute: the undo function of the class patch
@@ -51,6 +56,10 @@ class HookConfig:
         flush_methods: metadata methods after which new violations are written out, so a worker
             that dies without running ``atexit`` has still recorded what it saw: ``prepare``
             (once per forward) and ``on_update`` (which also closes every draft loop).
+        replay_hooks: ``("module:install", "module:remove")``, zero-argument callables run once
+            per process at the first attachment and at uninstall, or None. The default makes
+            every ``torch.cuda.CUDAGraph.replay`` (TensorRT-LLM's CUDA-graph runner replays
+            through it) check the snapshots the sentinel took while the graph was captured.
     """
 
     sink_dir: str
@@ -58,6 +67,7 @@ class HookConfig:
     class_name: str = DEFAULT_CLASS
     sentinel: str = DEFAULT_SENTINEL
     flush_methods: tuple[str, ...] = ("prepare", "on_update")
+    replay_hooks: tuple[str, str] | None = DEFAULT_REPLAY_HOOKS
 
 
 def resolve_factory(spec: str) -> Callable[[], Any]:
@@ -85,6 +95,7 @@ class Recorder:
         self._sentinels: list[Any] = []
         self._written: dict[int, int] = {}  # sentinel index -> violations already written
         self._lock = threading.Lock()
+        self._replay_hooked = False
         self.path = Path(config.sink_dir) / f"{os.getpid()}.jsonl"
 
     def _write(self, records: Iterable[dict[str, Any]]) -> None:
@@ -113,6 +124,9 @@ class Recorder:
         try:
             if self._factory is None:
                 self._factory = resolve_factory(self.config.sentinel)
+            if self.config.replay_hooks is not None and not self._replay_hooked:
+                resolve_factory(self.config.replay_hooks[0])()
+                self._replay_hooked = True
             sentinel = self._factory()
             sentinel.attach(metadata)
         except Exception as exc:
@@ -154,11 +168,29 @@ class Recorder:
 
             state[name] = flushing
 
-    def flush(self) -> None:
-        """Write violations not yet written (cheap when there are none)."""
+    def flush(self, *, final: bool = False) -> None:
+        """Write violations not yet written (cheap when there are none).
+
+        Args:
+            final: the run is over: first let each sentinel run the checks it still owes
+                (``Sentinel.flush()``, e.g. captured snapshots never followed by a replay).
+        """
         records = []
         with self._lock:
             for index, sentinel in enumerate(self._sentinels):
+                owed = getattr(sentinel, "flush", None) if final else None
+                if callable(owed):
+                    try:
+                        owed()
+                    except Exception as exc:  # report, keep writing what was found
+                        records.append(
+                            {
+                                "event": "error",
+                                "pid": os.getpid(),
+                                "where": "flush",
+                                "error": repr(exc),
+                            }
+                        )
                 violations = list(getattr(sentinel, "violations", ()) or ())
                 done = self._written.get(index, 0)
                 for violation in violations[done:]:
@@ -167,6 +199,19 @@ class Recorder:
                     )
                 self._written[index] = len(violations)
         self._write(records)
+
+    def final_flush(self) -> None:
+        """``flush(final=True)``, as a plain callable for ``atexit``."""
+        self.flush(final=True)
+
+    def remove_replay_hook(self) -> None:
+        """Undo the replay hook this recorder installed, if it did."""
+        if self._replay_hooked and self.config.replay_hooks is not None:
+            try:
+                resolve_factory(self.config.replay_hooks[1])()
+            except Exception as exc:
+                self.error("remove_replay_hook", exc)
+            self._replay_hooked = False
 
     @property
     def violations(self) -> list[Any]:
@@ -282,11 +327,12 @@ class Installation:
     undos: list[Callable[[], None]] = field(default_factory=list)
 
     def uninstall(self) -> None:
-        self.recorder.flush()
-        atexit.unregister(self.recorder.flush)
+        self.recorder.flush(final=True)
+        atexit.unregister(self.recorder.final_flush)
         for undo in reversed(self.undos):
             undo()
         self.undos.clear()
+        self.recorder.remove_replay_hook()
 
 
 def install(config: HookConfig, factory: Callable[[], Any] | None = None) -> Installation:
@@ -300,7 +346,7 @@ def install(config: HookConfig, factory: Callable[[], Any] | None = None) -> Ins
             installation.undos.append(patch_class(cls, recorder))
 
     installation.undos.append(when_imported(config.module_names, on_module))
-    atexit.register(recorder.flush)
+    atexit.register(recorder.final_flush)
     return installation
 
 

@@ -433,3 +433,69 @@ def test_hook_on_the_reference_mirror_catches_the_stale_map(tmp_path, defects, s
     if stale:
         assert {v["check"] for v in report.violations} == {"req_idx_map"}
     assert vars(DSAtrtllmAttentionMetadata)["__init__"] is original_init  # undone
+
+
+def test_the_real_sentinel_is_the_default_and_its_records_say_where(tmp_path):
+    # regress.dsa.sentinel.Sentinel attached through the default config (no factory override) to
+    # the reference DSA mirror running bug 1's draft loop.
+    from regress.reference import scenarios
+
+    config = hooks.HookConfig(str(tmp_path / "sink"), ("regress.reference.metadata",))
+    assert config.sentinel == "regress.dsa.sentinel:Sentinel"
+    with hooks.sentinel_session(config):
+        md = scenarios.make_dsa_metadata(
+            max_num_requests=4, max_num_tokens=64, max_draft_tokens=3, defects=["stale_req_idx"]
+        )
+        scenarios.prepare_layout(md, [4, 4, 4, 4])
+        for _ in scenarios.draft_loop(md, max_draft_len=3, num_accepted=[3, 1, 0, 2]):
+            pass
+    report = hooks.read_report(tmp_path / "sink")
+    assert report.errors == [] and len(report.attached) == 1
+    assert report.violations, "the real sentinel must see the stale map"
+    first = report.violations[0]
+    assert first["check"] == "req_idx_map"
+    assert first["phase"] == "eager" and first["site"] in {
+        "on_update_kv_lens",
+        "update_for_spec_dec",
+    }
+    assert first["backend"] == "DSAtrtllmAttentionMetadata"
+
+
+def test_replay_hooks_run_once_per_process_and_are_undone(fake, tmp_path):
+    module = tmp_path / "src" / f"{fake.name}_replay.py"
+    module.write_text(
+        "CALLS = []\n\n\ndef install():\n    CALLS.append('install')\n\n\n"
+        "def remove():\n    CALLS.append('remove')\n"
+    )
+    importlib.invalidate_caches()
+    config = hooks.HookConfig(
+        **{
+            **vars(fake.config),
+            "replay_hooks": (f"{fake.name}_replay:install", f"{fake.name}_replay:remove"),
+        }
+    )
+    with hooks.sentinel_session(config):
+        cls = importlib.import_module(fake.module).DSAtrtllmAttentionMetadata
+        cls().create_cuda_graph_metadata()
+        calls = list(importlib.import_module(f"{fake.name}_replay").CALLS)
+    assert calls == ["install"]
+    assert importlib.import_module(f"{fake.name}_replay").CALLS == ["install", "remove"]
+    del sys.modules[f"{fake.name}_replay"]
+
+
+def test_final_flush_collects_checks_the_sentinel_still_owes(fake):
+    class Owing:
+        def __init__(self):
+            self.violations = []
+
+        def attach(self, metadata):
+            pass
+
+        def flush(self):  # e.g. snapshots captured in a CUDA graph, never replayed
+            self.violations.append({"check": "req_idx_map", "message": "seen at the end"})
+
+    with hooks.sentinel_session(fake.config, factory=Owing):
+        importlib.import_module(fake.module).DSAtrtllmAttentionMetadata().prepare()
+        assert hooks.read_report(fake.sink).violations == []  # a plain flush does not ask
+    (violation,) = hooks.read_report(fake.sink).violations
+    assert violation["message"] == "seen at the end"
