@@ -55,6 +55,7 @@ class MetricJudge:
     samples: dict[int, list[float]] = field(default_factory=dict)
     judgements: dict[int, Judgement] = field(default_factory=dict)
     executions: int = 0
+    attempts: dict[int, int] = field(default_factory=dict)  # runs per position, failed ones too
 
     def _measure(self, positions: list[int]) -> None:
         if not positions:
@@ -62,6 +63,7 @@ class MetricJudge:
         values = self.measure(positions)
         self.executions += len(positions)
         for p, v in zip(positions, values, strict=True):
+            self.attempts[p] = self.attempts.get(p, 0) + 1
             bucket = self.samples.setdefault(p, [])
             if v is not None:
                 bucket.append(float(v))
@@ -109,10 +111,13 @@ class MetricJudge:
         inner = sorted({p for p in positions if 0 < p < self.n})
         # first (or re-)measurement of every asked commit, in one parallel batch
         self._measure([p for p in inner for _ in range(self.min_runs)])
+        asked = {p: self.attempts[p] for p in inner}
         open_ = list(inner)
         while open_:
             for p in list(open_):
-                judgement = self._judge(p, final=len(self.samples[p]) >= self.max_runs)
+                # a re-ask may add up to max_runs on top of what the position had before
+                final = self.attempts[p] - asked[p] + self.min_runs >= self.max_runs
+                judgement = self._judge(p, final=final)
                 if judgement is not None:
                     self.judgements[p] = judgement
                     open_.remove(p)

@@ -128,6 +128,7 @@ class Runner:
         self._lock = threading.Lock()
         self._runs = 0
         self._stopping = False
+        self._session = time.strftime("%Y%m%d-%H%M%S")  # log names stay unique across resumes
 
     def run_many(self, shas: Sequence[str]) -> list[Outcome]:
         """One run per sha, ``jobs`` at a time, in slot order; results in input order."""
@@ -158,7 +159,7 @@ class Runner:
         for overlay in self.config.overlays:
             overlay.apply(worktree)
         env = self._env(slot, sha, worktree)
-        name = f"{sha[:12]}-{run_id}"
+        name = f"{sha[:12]}-{self._session}-{run_id}"
         self.logs.mkdir(parents=True, exist_ok=True)
         if self.config.build:
             build = self._exec(

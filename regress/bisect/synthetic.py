@@ -58,3 +58,34 @@ def _git(path: Path, *args: str, date: str | None = None) -> str:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
     config = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
     return git([*config, *args], cwd=path, env=env).stdout.strip()
+
+
+def regression_history(path: Path, n: int, culprit: int, *, fix: int | None = None) -> list[str]:
+    """A linear history of ``n + 1`` commits where commit ``culprit`` plants a bug.
+
+    Commit 0 writes ``app.py`` with ``BUG = False``; commit ``culprit`` (1..n) flips it to
+    ``True``; commit ``fix`` (after ``culprit``) flips it back; every other commit only edits
+    ``notes.txt``. A probe checks ``grep -q "BUG = True" app.py``.
+
+    Returns:
+        The shas, oldest first: ``shas[0]`` is good, ``shas[n]`` the head.
+    """
+    if not 1 <= culprit <= n or (fix is not None and not culprit < fix <= n):
+        raise ValueError("need 1 <= culprit < fix <= n")
+    commits: list[dict[str, str]] = []
+    subjects = []
+    for i in range(n + 1):
+        files = {"notes.txt": f"note {i}\n"}
+        if i == 0:
+            files["app.py"] = "BUG = False\n"
+            subjects.append("initial commit")
+        elif i == culprit:
+            files["app.py"] = "BUG = True\n"
+            subjects.append(f"refactor the map refresh ({i})")
+        elif i == fix:
+            files["app.py"] = "BUG = False\n"
+            subjects.append(f"restore the map refresh ({i})")
+        else:
+            subjects.append(f"harmless edit {i}")
+        commits.append(files)
+    return write_history(path, commits, subjects=subjects)

@@ -1,0 +1,223 @@
+"""`regress bisect` through click's CliRunner, and the result renderings it writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from junitparser import Failure, JUnitXml, Skipped
+
+from regress.bisect.git import CommitInfo
+from regress.bisect.report import BisectResult, Step, to_junit, to_markdown
+from regress.bisect.synthetic import regression_history
+from regress.cli import cli
+
+PROBE = 'grep -q "BUG = True" app.py && exit 1\nexit 0\n'
+
+
+@pytest.fixture
+def setup(tmp_path):
+    shas = regression_history(tmp_path / "repo", 10, 6)
+    (tmp_path / "probe.sh").write_text(PROBE)
+    return tmp_path, shas
+
+
+def invoke(tmp, *args):
+    base = ["--repo", str(tmp / "repo"), "--cache-dir", str(tmp / "cache")]
+    command = list(args)
+    if command and command[0] == "run":
+        command = ["run", *base, *command[1:]]
+    elif command:
+        command = [command[0], *base, *command[1:]]
+    return CliRunner().invoke(cli, ["bisect", *command])
+
+
+def test_help_documents_the_shape_and_exit_codes():
+    out = CliRunner().invoke(cli, ["bisect", "--help"]).output
+    for sub in ("run", "log", "status", "reset"):
+        assert sub in out
+    run_help = CliRunner().invoke(cli, ["bisect", "run", "--help"]).output
+    for text in (
+        "-- ./probe.sh",
+        "DG_HOST_ASSERT",
+        "0 culprit found, 3 inconclusive",
+        "--find-fix",
+        "--launcher",
+        "REGRESS_COMMIT",
+        "--jobs",
+        "--gpus",
+        "--overlay",
+        "--recipe",
+    ):
+        assert text in run_help
+
+
+def test_run_writes_json_junit_markdown(setup):
+    tmp, shas = setup
+    result = invoke(
+        tmp,
+        "run",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[10],
+        "--json",
+        "-",
+        "--junit",
+        str(tmp / "r.xml"),
+        "--markdown",
+        str(tmp / "r.md"),
+        "--",
+        "sh",
+        str(tmp / "probe.sh"),
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == 1 and doc["status"] == "found" and doc["kind"] == "culprit"
+    assert doc["culprit"]["sha"] == shas[6] and doc["confidence"] == 1.0
+    assert doc["probes"] == sum(len(s["verdicts"]) for s in doc["steps"])
+    assert {"commit", "verdicts", "values", "reasons", "judged"} <= set(doc["steps"][0])
+    assert f"first bad commit: {shas[6]}" in result.stderr
+    assert "candidates" in result.stderr  # live progress
+    suite = next(iter(JUnitXml.fromfile(str(tmp / "r.xml"))))
+    cases = {c.name.split()[0]: c for c in suite}
+    assert len(cases) == len(doc["steps"])
+    assert any(isinstance(r, Failure) for r in cases[shas[6][:12]].result)
+    assert "`" + shas[6][:12] + "`" in (tmp / "r.md").read_text()
+
+
+def test_log_status_reset(setup):
+    tmp, shas = setup
+    invoke(
+        tmp, "run", "--good", shas[0], "--bad", shas[10], "-q", "--", "sh", str(tmp / "probe.sh")
+    )
+    log = invoke(tmp, "log")
+    assert log.exit_code == 0 and shas[0][:12] in log.output and "exit 0" in log.output
+    as_json = json.loads(invoke(tmp, "log", "--json").output)
+    assert as_json[0]["commit"] == shas[0]
+    status = invoke(tmp, "status")
+    assert "found" in status.output and shas[6] in status.output
+    assert json.loads(invoke(tmp, "status", "--json").output)["session"] == "found"
+    assert "removed" in invoke(tmp, "reset").output
+    again = invoke(tmp, "status")
+    assert again.exit_code == 2 and "no bisect has run" in again.output
+
+
+def test_inconclusive_exits_3(setup):
+    tmp, shas = setup
+    result = invoke(
+        tmp,
+        "run",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[10],
+        "--max-probes",
+        "3",
+        "-q",
+        "--",
+        "sh",
+        str(tmp / "probe.sh"),
+    )
+    assert result.exit_code == 3
+    assert "no culprit found: inconclusive" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--good", "nope"], "unknown revision 'nope' for --good"),
+        (["--good", "HEAD", "--bad", "HEAD~3"], "add --find-fix"),
+        (["--good", "HEAD~3", "--metric-runs", "1,2"], "three integers"),
+        (["--good", "HEAD~3", "--probe", "metric"], "exactly one of --metric"),
+        (["--good", "HEAD~3", "--gpus", "0", "--jobs", "2"], "one per job"),
+    ],
+)
+def test_bad_input_exits_2(setup, args, message):
+    tmp, _ = setup
+    result = invoke(tmp, "run", *args, "--", "sh", str(tmp / "probe.sh"))
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp / "cache").exists()
+
+
+def test_missing_command_is_a_click_usage_error(setup):
+    tmp, shas = setup
+    assert invoke(tmp, "run", "--good", shas[0]).exit_code == 2
+
+
+def test_gpus_set_jobs_and_find_fix(tmp_path):
+    shas = regression_history(tmp_path / "repo", 12, 2, fix=8)
+    (tmp_path / "probe.sh").write_text(PROBE)
+    result = invoke(
+        tmp_path,
+        "run",
+        "--good",
+        shas[12],
+        "--bad",
+        shas[3],
+        "--find-fix",
+        "--gpus",
+        "0,1",
+        "--json",
+        str(tmp_path / "out.json"),
+        "-q",
+        "--",
+        "sh",
+        str(tmp_path / "probe.sh"),
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["culprit"]["sha"] == shas[8] and doc["kind"] == "fix"
+    assert "first fixed commit" in result.output
+
+
+def sample_result(**kw) -> BisectResult:
+    info = CommitInfo("c" * 40, "refactor | the map", "A <a@b>", "2026-01-01", " a.py | 2 +-")
+    steps = [
+        Step("a" * 40, 0, "good one", ["good"], [], ["exit 0"], ["good"]),
+        Step("b" * 40, 3, "skipped", ["skip"], [], ["exit 125"], ["skip"]),
+        Step("c" * 40, 5, "refactor | the map", ["bad", "bad"], [], ["exit 1"] * 2, ["bad", "bad"]),
+    ]
+    fields = dict(
+        status="found",
+        good="a" * 40,
+        bad="d" * 40,
+        commits=9,
+        culprit=info,
+        confidence=0.995,
+        probes=4,
+        cached=1,
+        steps=steps,
+        strategy="flaky",
+    )
+    fields.update(kw)
+    return BisectResult(**fields)
+
+
+def test_renderings_of_a_result():
+    result = sample_result(warnings=["touches cpp/"], rates={"false_fail": 0.1})
+    md = to_markdown(result)
+    assert "**Culprit:** `cccccccccccc` refactor | the map" in md
+    assert "refactor \\| the map" in md and "> warning: touches cpp/" in md
+    xml = to_junit(result)
+    suite = next(iter(JUnitXml.fromstring(xml)))
+    kinds = [type(c.result[0]).__name__ if c.result else "passed" for c in suite]
+    assert kinds == ["passed", "Skipped", "Failure"]
+    assert isinstance(list(suite)[1].result[0], Skipped)
+    text = result.summary()
+    assert (
+        "confidence 0.995" in text
+        and "false-fail rate 0.100" in text
+        and "warning: touches" in text
+    )
+    assert result.exit_code == 0
+    assert (
+        sample_result(status="ambiguous", culprit=None, candidates=[result.culprit]).exit_code == 3
+    )
+    amb = sample_result(status="ambiguous", culprit=None, candidates=[result.culprit]).summary()
+    assert "could be any of 1 commits" in amb
+    assert "untestable commits" in to_markdown(
+        sample_result(status="ambiguous", culprit=None, candidates=[result.culprit])
+    )

@@ -1,0 +1,140 @@
+"""kill -9 and Ctrl-C of a running `regress bisect run`: resume, hygiene, no orphaned probes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from regress.bisect.git import git
+from regress.bisect.state import bisect_log
+from regress.bisect.synthetic import regression_history
+
+SLOW_PROBE = """\
+echo "$REGRESS_COMMIT" >> "$PROBE_LOG"
+echo $$ > "$PROBE_PID"
+sleep "$PROBE_SLEEP"
+grep -q "BUG = True" app.py && exit 1
+exit 0
+"""
+
+
+def snapshot(repo: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file()
+    }
+
+
+def start(tmp: Path, repo: Path, shas: list[str], sleep: str) -> subprocess.Popen:
+    argv = [
+        sys.executable,
+        "-c",
+        "from regress.cli import main; main()",
+        "bisect",
+        "run",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--repo",
+        str(repo),
+        "--cache-dir",
+        str(tmp / "cache"),
+        "-q",
+        "--",
+        "sh",
+        str(tmp / "probe.sh"),
+    ]
+    env = dict(
+        os.environ,
+        PROBE_LOG=str(tmp / "probe.log"),
+        PROBE_PID=str(tmp / "probe.pid"),
+        PROBE_SLEEP=sleep,
+    )
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def setup(tmp_path):
+    repo = tmp_path / "repo"
+    shas = regression_history(repo, 32, 21)
+    (repo / "notes.txt").write_text("uncommitted work\n")
+    (tmp_path / "probe.sh").write_text(SLOW_PROBE)
+    return repo, shas
+
+
+def test_kill_9_then_resume_repeats_no_recorded_probe(tmp_path):
+    repo, shas = setup(tmp_path)
+    before = snapshot(repo)
+    proc = start(tmp_path, repo, shas, "0.15")
+    wait_for(lambda: len(lines(tmp_path / "probe.log")) >= 4)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    in_flight = int((tmp_path / "probe.pid").read_text())
+    wait_for(lambda: not alive(in_flight))  # the orphaned probe finishes on its own
+    assert snapshot(repo) == before
+    assert git(["worktree", "list"], cwd=repo).stdout.count("\n") == 1
+    recorded = bisect_log(str(repo), str(tmp_path / "cache"))
+    ran_first = len(lines(tmp_path / "probe.log"))
+    assert ran_first - 1 <= len(recorded) <= ran_first  # at most the in-flight one is lost
+
+    resumed = start(tmp_path, repo, shas, "0")
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err.decode()
+    assert f"first bad commit: {shas[21]}" in out.decode()
+    runs = bisect_log(str(repo), str(tmp_path / "cache"))
+    ran = lines(tmp_path / "probe.log")
+    assert [r["commit"] for r in runs[: len(recorded)]] == [r["commit"] for r in recorded]
+    assert len(ran) <= len(runs) + 1  # nothing recorded was probed again
+    assert snapshot(repo) == before
+    assert not any((tmp_path / "cache").rglob("slot-*"))  # private clones gone after the run
+
+
+def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
+    repo, shas = setup(tmp_path)
+    before = snapshot(repo)
+    proc = start(tmp_path, repo, shas, "30")
+    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
+    probe_pid = int((tmp_path / "probe.pid").read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert "rerun the same command to resume" in err.decode()
+    wait_for(lambda: not alive(probe_pid), timeout=10)
+    assert snapshot(repo) == before
+    assert not any((tmp_path / "cache").rglob("slot-*"))
+
+
+def test_sigterm_unwinds_like_ctrl_c(tmp_path):
+    repo, shas = setup(tmp_path)
+    proc = start(tmp_path, repo, shas, "30")
+    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
+    probe_pid = int((tmp_path / "probe.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    wait_for(lambda: not alive(probe_pid), timeout=10)

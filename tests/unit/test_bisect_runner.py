@@ -1,0 +1,156 @@
+"""The runner and the store: timeouts kill process groups, overlays, atomic persistence, replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from regress.bisect.git import Workspace, open_repo
+from regress.bisect.probes import ExitCodeProbe
+from regress.bisect.runner import Overlay, Runner, RunnerConfig
+from regress.bisect.store import Replay, ResultStore, config_hash, write_json_atomic
+from regress.bisect.synthetic import regression_history
+from regress.bisect.verdicts import Outcome, Verdict
+from regress.errors import RegressError, UsageError
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    path = tmp_path_factory.mktemp("runner") / "repo"
+    return path, regression_history(path, 4, 2)
+
+
+def make_runner(tmp_path, history, command, **kw):
+    path, _ = history
+    ws = Workspace(open_repo(path), tmp_path / "slots", kw.get("jobs", 1))
+    ws.prepare()
+    return Runner(ws, ExitCodeProbe(), RunnerConfig(command=command, **kw), tmp_path / "logs")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path, history):
+    _, shas = history
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 30 & echo $! > {pidfile}; wait"
+    runner = make_runner(tmp_path, history, ["sh", "-c", script], timeout=0.5)
+    start = time.monotonic()
+    out = runner.run(0, shas[1])
+    assert time.monotonic() - start < 10
+    assert out.verdict is Verdict.SKIP and out.reason == "timeout after 0.5s"
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(child)  # the grandchild went down with its group
+
+
+def test_probe_sees_commit_worktree_and_overlay(tmp_path, history):
+    _, shas = history
+    extra = tmp_path / "tools"
+    extra.mkdir()
+    (extra / "check.sh").write_text(
+        'test "$(git rev-parse HEAD)" = "$REGRESS_COMMIT" || exit 3\n'
+        'test "$PWD" = "$REGRESS_WORKTREE" || exit 4\n'
+        'test "$EXTRA" = yes || exit 5\nexit 0\n'
+    )
+    overlay = Overlay.parse(f"{extra}:ci/tools", tmp_path)
+    runner = make_runner(
+        tmp_path, history, ["sh", "ci/tools/check.sh"], overlays=[overlay], env={"EXTRA": "yes"}
+    )
+    out = runner.run(0, shas[3])
+    assert out.verdict is Verdict.GOOD, Path(out.log).read_text()
+    assert Path(out.log).exists() and out.seconds > 0
+
+
+def test_missing_command_is_a_skip_with_a_reason(tmp_path, history):
+    _, shas = history
+    out = make_runner(tmp_path, history, ["./no-such-probe"]).run(0, shas[1])
+    assert out.verdict is Verdict.SKIP and out.reason.startswith("could not start")
+
+
+def test_overlay_parsing(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    inside = repo / "tests" / "test_new.py"
+    inside.write_text("x")
+    outside = tmp_path / "probe.sh"
+    outside.write_text("y")
+    assert Overlay.parse(str(inside), repo).dest == "tests/test_new.py"
+    assert Overlay.parse(str(outside), repo).dest == "probe.sh"
+    assert Overlay.parse(f"{outside}:bin/p.sh", repo).dest == "bin/p.sh"
+    with pytest.raises(UsageError, match="does not exist"):
+        Overlay.parse(str(tmp_path / "nope"), repo)
+    with pytest.raises(UsageError, match="relative path"):
+        Overlay.parse(f"{outside}:../escape", repo)
+    a = Overlay.parse(str(outside), repo).digest()
+    outside.write_text("changed")
+    assert Overlay.parse(str(outside), repo).digest() != a
+
+
+def test_runner_config_validation():
+    with pytest.raises(UsageError, match="after `--`"):
+        RunnerConfig(command=[])
+    with pytest.raises(UsageError, match="one per job"):
+        RunnerConfig(command=["x"], jobs=3, gpus=["0", "1"])
+    with pytest.raises(UsageError, match="positive"):
+        RunnerConfig(command=["x"], timeout=0)
+
+
+def test_stop_refuses_new_probes(tmp_path, history):
+    _, shas = history
+    runner = make_runner(tmp_path, history, ["true"])
+    runner.stop()
+    out = runner.run(0, shas[1])
+    assert out.verdict is Verdict.SKIP and "interrupted" in out.reason
+
+
+def test_store_persists_atomically_and_replays_in_order(tmp_path):
+    key = config_hash({"command": ["x"]})
+    assert key == config_hash({"command": ["x"]}) and key != config_hash({"command": ["y"]})
+    store = ResultStore(tmp_path, key, {"command": ["x"]})
+    store.add("a" * 40, Outcome(Verdict.GOOD, "exit 0"))
+    store.add("b" * 40, Outcome(Verdict.BAD, "exit 1"))
+    store.add("a" * 40, Outcome(Verdict.BAD, "exit 1"))
+    again = Replay(ResultStore(tmp_path, key, {}))
+    assert [again.cached("a" * 40).verdict, again.cached("a" * 40).verdict] == [
+        Verdict.GOOD,
+        Verdict.BAD,
+    ]
+    assert again.cached("a" * 40) is None and again.replayed == 2
+    again.record("a" * 40, Outcome(Verdict.GOOD))
+    assert len(ResultStore(tmp_path, key, {}).outcomes("a" * 40)) == 3
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
+    target = tmp_path / "state.json"
+    write_json_atomic(target, {"v": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"v": object()})
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_store_from_another_schema_is_refused(tmp_path):
+    write_json_atomic(tmp_path / "results" / "k.json", {"schema": 99, "runs": []})
+    with pytest.raises(RegressError, match="regress bisect reset"):
+        ResultStore(tmp_path, "k", {})
+
+
+def test_store_without_persistence_reads_and_writes_nothing(tmp_path):
+    ResultStore(tmp_path, "k", {}).add("a", Outcome(Verdict.GOOD))
+    memory = ResultStore(tmp_path, "k", {}, persist=False)
+    assert memory.outcomes("a") == []
+    memory.add("b", Outcome(Verdict.BAD))
+    assert ResultStore(tmp_path, "k", {}).outcomes("b") == []

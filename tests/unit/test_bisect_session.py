@@ -1,0 +1,401 @@
+"""End-to-end bisects of real temporary repositories: results, hygiene, bad input, resume, jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from regress.bisect.git import git
+from regress.bisect.search import EndpointError
+from regress.bisect.session import BisectConfig, run_bisect
+from regress.bisect.state import bisect_log, bisect_reset, bisect_status
+from regress.bisect.store import locked
+from regress.bisect.synthetic import regression_history, write_history
+from regress.errors import RegressError, UsageError
+
+PROBE = 'echo "$REGRESS_COMMIT|$REGRESS_JOB|${CUDA_VISIBLE_DEVICES:-}|$REGRESS_WORKTREE" >> "$PROBE_LOG"\n'
+PROBE += 'grep -q "BUG = True" app.py && exit 1\nexit 0\n'
+
+
+def snapshot(repo: Path) -> tuple[dict[str, str], dict[str, bytes]]:
+    """Every file of the repository, .git included, so any change at all shows up."""
+    meta = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((repo / ".git").rglob("*"))
+        if p.is_file()
+    }
+    work = {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    return meta, work
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A 16-commit history (bug planted at 11), checked out on a branch with local changes."""
+    path = tmp_path / "repo"
+    shas = regression_history(path, 16, 11)
+    git(["checkout", "-q", "-b", "feature", shas[5]], cwd=path)
+    (path / "notes.txt").write_text("dirty, unstaged\n")
+    (path / "staged.txt").write_text("staged\n")
+    git(["add", "staged.txt"], cwd=path)
+    (path / "untracked.txt").write_text("untracked\n")
+    probe = tmp_path / "probe.sh"
+    probe.write_text(PROBE)
+    return path, shas, tmp_path
+
+
+def config(path, shas, tmp, good=0, bad=16, **kw):
+    kw.setdefault("command", ["sh", str(tmp / "probe.sh")])
+    env = {"PROBE_LOG": str(tmp / "probe.log"), **kw.pop("env", {})}
+    return BisectConfig(
+        good=shas[good], bad=shas[bad], repo=str(path), cache_dir=str(tmp / "cache"), env=env, **kw
+    )
+
+
+def probe_log(tmp) -> list[list[str]]:
+    log = tmp / "probe.log"
+    return [line.split("|") for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_finds_culprit_without_touching_the_users_repository(repo):
+    path, shas, tmp = repo
+    before = snapshot(path)
+    events = []
+    result = run_bisect(config(path, shas, tmp), progress=events.append)
+    assert result.status == "found" and result.exit_code == 0
+    assert result.culprit.sha == shas[11]
+    assert result.culprit.subject == "refactor the map refresh (11)"
+    assert "app.py" in result.culprit.diffstat
+    assert result.probes == len(probe_log(tmp)) <= 2 + 4 + 1
+    assert snapshot(path) == before
+    assert git(["worktree", "list"], cwd=path).stdout.count("\n") == 1
+    assert not (Path(result_root(tmp)) / "slots").exists()  # private clones removed
+    steps = [e for e in events if e.kind == "step"]
+    assert steps[0].message == "endpoint check" and steps[-1].mass == 1.0
+    assert all(e.elapsed >= 0 and e.candidates >= 1 for e in steps)
+    assert all(line[3].startswith(str(tmp / "cache")) for line in probe_log(tmp))
+
+
+def result_root(tmp) -> Path:
+    (root,) = (tmp / "cache" / "bisect").iterdir()
+    return root
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"good": "no-such-rev"}, "unknown revision 'no-such-rev' for --good"),
+        ({"bad": "0" * 40}, "unknown revision"),
+        ({"good": 16, "bad": 16}, "same commit"),
+        ({"good": 12, "bad": 3}, "add --find-fix"),
+        ({"repo": "not-a-repo"}, "not a git repository"),
+    ],
+)
+def test_bad_input_exits_2_and_changes_nothing(repo, change, match):
+    path, shas, tmp = repo
+    (tmp / "not-a-repo").mkdir()
+    before = snapshot(path)
+    cfg = config(path, shas, tmp)
+    for key, value in change.items():
+        if key == "repo":
+            cfg.repo = str(tmp / value)
+        else:
+            setattr(cfg, key, shas[value] if isinstance(value, int) else value)
+    with pytest.raises(UsageError, match=match) as err:
+        run_bisect(cfg)
+    assert err.value.exit_code == 2
+    assert snapshot(path) == before
+    assert not (tmp / "cache").exists()
+    assert not probe_log(tmp)
+
+
+def test_endpoint_that_does_not_fail_is_an_input_error(repo):
+    path, shas, tmp = repo
+    with pytest.raises(EndpointError, match="bad endpoint does not fail") as err:
+        run_bisect(config(path, shas, tmp, bad=10))  # 10 is before the bug
+    assert err.value.exit_code == 2
+
+
+def test_find_fix_swaps_the_terms(tmp_path):
+    shas = regression_history(tmp_path / "r", 12, 3, fix=9)
+    (tmp_path / "probe.sh").write_text(PROBE)
+    cfg = config(tmp_path / "r", shas, tmp_path, good=12, bad=4, find_fix=True)
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[9] and result.find_fix
+    assert result.to_json()["kind"] == "fix"
+
+
+def test_resume_repeats_no_decided_probe(repo):
+    path, shas, tmp = repo
+    first = run_bisect(config(path, shas, tmp, max_probes=3))
+    assert first.status == "inconclusive" and first.exit_code == 3
+    ran_before = len(probe_log(tmp))
+    assert ran_before == 3
+    state = bisect_status(str(path), str(tmp / "cache"))
+    assert state["session"] == "inconclusive"
+    second = run_bisect(config(path, shas, tmp))
+    assert second.culprit.sha == shas[11]
+    assert second.cached == 3
+    commits = [line[0] for line in probe_log(tmp)]
+    assert len(commits) == second.probes  # every run happened once, across both sessions
+    runs = bisect_log(str(path), str(tmp / "cache"))
+    assert [r["commit"] for r in runs] == commits
+    assert "found" in bisect_status(str(path), str(tmp / "cache"))["text"]
+    third = run_bisect(config(path, shas, tmp))  # all from the store: nothing runs
+    assert third.cached == third.probes and len(probe_log(tmp)) == len(commits)
+    assert "removed" in bisect_reset(str(path), str(tmp / "cache"))
+    with pytest.raises(UsageError, match="no bisect has run"):
+        bisect_status(str(path), str(tmp / "cache"))
+
+
+def test_no_cache_reads_and_writes_nothing(repo):
+    path, shas, tmp = repo
+    run_bisect(config(path, shas, tmp))
+    n = len(probe_log(tmp))
+    result = run_bisect(config(path, shas, tmp, use_cache=False))
+    assert result.cached == 0 and len(probe_log(tmp)) == 2 * n
+
+
+def test_a_changed_probe_is_a_new_configuration(repo):
+    path, shas, tmp = repo
+    run_bisect(config(path, shas, tmp))
+    other = run_bisect(config(path, shas, tmp, command=["sh", str(tmp / "probe.sh"), "x"]))
+    assert other.cached == 0
+
+
+def test_second_bisect_on_the_same_cache_is_refused(repo):
+    path, shas, tmp = repo
+    from regress.bisect.git import open_repo
+    from regress.bisect.history import cache_root
+
+    root = cache_root(open_repo(path), str(tmp / "cache"))
+    with locked(root), pytest.raises(RegressError, match="another regress bisect") as err:
+        run_bisect(config(path, shas, tmp))
+    assert err.value.exit_code == 2
+
+
+def test_parallel_jobs_pin_one_gpu_each(repo):
+    path, shas, tmp = repo
+    result = run_bisect(config(path, shas, tmp, jobs=2, gpus=["3", "5"]))
+    assert result.culprit.sha == shas[11]
+    seen = {(job, gpu) for _, job, gpu, _ in probe_log(tmp)}
+    assert seen == {("0", "3"), ("1", "5")}
+    worktrees = {job: wt for _, job, _, wt in probe_log(tmp)}
+    assert worktrees["0"] != worktrees["1"]
+
+
+def test_launcher_prefixes_every_build_and_probe(repo):
+    path, shas, tmp = repo
+    wrapper = tmp / "launch.sh"
+    wrapper.write_text('#!/bin/sh\necho "$@" >> "$LAUNCH_LOG"\nshift\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    cfg = config(
+        path,
+        shas,
+        tmp,
+        launcher=[str(wrapper), "--gpus=1"],
+        build="true",
+        env={"LAUNCH_LOG": str(tmp / "launch.log")},
+    )
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[11]
+    lines = (tmp / "launch.log").read_text().splitlines()
+    builds = [x for x in lines if x == "--gpus=1 sh -c true"]
+    probes = [x for x in lines if x == f"--gpus=1 sh {tmp / 'probe.sh'}"]
+    assert len(builds) == len(probes) == result.probes and len(lines) == 2 * result.probes
+
+
+def test_failing_build_is_a_skip_and_never_blamed(tmp_path):
+    # commits 4..9 do not build; the bug lands at 7, inside the broken stretch
+    commits = [
+        {"app.py": f"BUG = {i >= 7}\n", "broken": "yes" if 4 <= i <= 9 else "no"} for i in range(17)
+    ]
+    shas = write_history(tmp_path / "r", commits)
+    (tmp_path / "probe.sh").write_text(PROBE)
+    cfg = config(tmp_path / "r", shas, tmp_path, build="grep -q no broken")
+    result = run_bisect(cfg)
+    assert result.status == "ambiguous" and result.exit_code == 3
+    assert [c.sha for c in result.candidates] == shas[4:11]  # 3 passes, 10 fails
+    reasons = {r for s in result.steps for r in s.reasons}
+    assert "build failed (exit 1)" in reasons
+
+
+def test_overlay_brings_a_test_written_after_the_regression(tmp_path):
+    shas = regression_history(tmp_path / "r", 8, 5)
+    test_file = tmp_path / "test_app.py"
+    test_file.write_text("from app import BUG\n\ndef test_no_bug():\n    assert not BUG\n")
+    cfg = BisectConfig(
+        good=shas[0],
+        bad=shas[8],
+        repo=str(tmp_path / "r"),
+        cache_dir=str(tmp_path / "c"),
+        probe="pytest",
+        overlays=[f"{test_file}:tests/test_app.py"],
+        command=[
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:regress",
+            "tests/test_app.py",
+        ],
+        env={"PYTHONPATH": ".", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[5]
+    assert {v for s in result.steps for v in s.verdicts} == {"good", "bad"}
+
+
+def test_assert_probe_skips_unrelated_breakage(tmp_path):
+    script = textwrap.dedent("""\
+        grep -q "import error" app.py && { echo "ImportError: no module" >&2; exit 1; }
+        grep -q "BUG = True" app.py && { echo "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)" >&2; exit 134; }
+        exit 0
+        """)
+    commits = [{"app.py": "BUG = False\n"}] + [
+        {"app.py": ("import error\n" if 5 <= i <= 6 else "") + f"BUG = {i >= 9}\n"}
+        for i in range(1, 13)
+    ]
+    shas = write_history(tmp_path / "r", commits)
+    (tmp_path / "p.sh").write_text(script)
+    cfg = BisectConfig(
+        good=shas[0],
+        bad=shas[12],
+        repo=str(tmp_path / "r"),
+        probe="assert",
+        cache_dir=str(tmp_path / "c"),
+        command=["sh", str(tmp_path / "p.sh")],
+    )
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[9]
+    # the exit-code probe (abort counted as bad) would blame the unrelated import error at 5
+    plain = run_bisect(
+        BisectConfig(
+            good=shas[0],
+            bad=shas[12],
+            repo=str(tmp_path / "r"),
+            cache_dir=str(tmp_path / "c"),
+            crash_is_bad=True,
+            command=["sh", str(tmp_path / "p.sh")],
+        )
+    )
+    assert plain.culprit.sha == shas[5]
+
+
+METRIC = textwrap.dedent("""\
+    import json, random
+    bug = "True" in open("app.py").read()
+    al = lambda mean: mean + random.gauss(0, 0.01)
+    print("loading the engine...")
+    print(json.dumps({"schema": 1, "runs": [{"batch_size": 1, "acceptance_length": al(3.768)},
+                      {"batch_size": 8, "acceptance_length": al(3.283 if bug else 3.766)}]}))
+    """)
+
+
+def test_metric_probe_bisects_an_acceptance_length_drop(tmp_path):
+    shas = regression_history(tmp_path / "r", 12, 4)
+    (tmp_path / "m.py").write_text(METRIC)
+    cfg = BisectConfig(
+        good=shas[0],
+        bad=shas[12],
+        repo=str(tmp_path / "r"),
+        probe="metric",
+        metric="runs[1].acceptance_length",
+        direction=+1,
+        cache_dir=str(tmp_path / "c"),
+        command=[sys.executable, str(tmp_path / "m.py")],
+    )
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[4]
+    values = [v for s in result.steps for v in s.values]
+    assert len(values) == result.probes and min(values) < 3.4 < max(values)
+    judged = {s.commit: s.judged for s in result.steps}
+    assert judged[shas[4]] == ["bad", "bad"]  # judged, then confirmed with fresh runs
+
+
+FLAKY = textwrap.dedent("""\
+    import os, pathlib, random, sys
+    state = pathlib.Path(os.environ["FLAKE_STATE"])
+    n = int(state.read_text()) if state.exists() else 0
+    state.write_text(str(n + 1))
+    if "True" in open("app.py").read():
+        sys.exit(1)
+    sys.exit(1 if random.Random(f"{os.environ['REGRESS_COMMIT']}-{n}").random() < 0.25 else 0)
+    """)
+
+
+def test_flaky_probe_is_found_with_confidence(tmp_path):
+    shas = regression_history(tmp_path / "r", 16, 6)
+    (tmp_path / "f.py").write_text(FLAKY)
+    cfg = BisectConfig(
+        good=shas[0],
+        bad=shas[16],
+        repo=str(tmp_path / "r"),
+        flaky=True,
+        cache_dir=str(tmp_path / "c"),
+        command=[sys.executable, str(tmp_path / "f.py")],
+        env={"FLAKE_STATE": str(tmp_path / "state")},
+    )
+    result = run_bisect(cfg)
+    assert result.culprit.sha == shas[6]
+    assert result.strategy == "flaky" and result.confidence >= 0.99
+    assert 0 < result.rates["false_fail"] < 0.5
+
+
+def test_trtllm_recipe_links_binaries_and_names_the_dsa_module(tmp_path, monkeypatch):
+    eras = {
+        "A": "tensorrt_llm/_torch/attention_backend/sparse/dsa.py",
+        "C": "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py",
+    }
+    commits = [
+        {
+            "tensorrt_llm/__init__.py": "",
+            eras["A"] if i < 5 else eras["C"]: f"BUG = {i >= 7}\n",
+            "cpp/kernel.cu": "// v2\n" if i >= 3 else "// v1\n",
+        }
+        for i in range(10)
+    ]
+    shas = write_history(tmp_path / "r", commits)
+    installed = tmp_path / "site" / "tensorrt_llm"
+    (installed / "libs").mkdir(parents=True)
+    (installed / "libs" / "libth_common.so").write_text("elf")
+    (installed / "bindings.cpython-311-x86_64-linux-gnu.so").write_text("elf")
+    monkeypatch.setattr("regress.bisect.trtllm.installed_package", lambda: installed)
+    probe = tmp_path / "p.sh"
+    probe.write_text(
+        "test -L tensorrt_llm/libs/libth_common.so || exit 125\n"
+        'echo "$REGRESS_DSA_ERA $REGRESS_DSA_IMPORT $PYTHONPATH" >> "$PROBE_LOG"\n'
+        'grep -q "BUG = True" "$REGRESS_DSA_MODULE" && exit 1\nexit 0\n'
+    )
+    events = []
+    cfg = BisectConfig(
+        good=shas[0],
+        bad=shas[9],
+        repo=str(tmp_path / "r"),
+        recipe="trtllm",
+        cache_dir=str(tmp_path / "c"),
+        command=["sh", str(probe)],
+        env={"PROBE_LOG": str(tmp_path / "probe.log")},
+    )
+    result = run_bisect(cfg, progress=events.append)
+    assert result.culprit.sha == shas[7]
+    lines = [x.split() for x in (tmp_path / "probe.log").read_text().splitlines()]
+    assert {x[0] for x in lines} == {"A", "C"}
+    assert {x[1] for x in lines} == {
+        "tensorrt_llm._torch.attention_backend.sparse.dsa",
+        "tensorrt_llm._torch.attention.backends.sparse.dsa.metadata",
+    }
+    assert all(x[2].split(os.pathsep)[0].startswith(str(tmp_path / "c")) for x in lines)
+    assert any(e.kind == "warning" and "touch cpp/" in e.message for e in events)
+    assert result.warnings and "build_wheel.py" in result.warnings[0]

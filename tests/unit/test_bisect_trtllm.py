@@ -1,0 +1,120 @@
+"""The TensorRT-LLM recipe: DSA module per era, binary overlay, environment, native-code warning."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from regress.bisect import trtllm
+from regress.bisect.trtllm import (
+    ERAS,
+    TrtllmRecipe,
+    dsa_module,
+    import_name,
+    link_binaries,
+    native_warning,
+)
+from regress.errors import MissingDependencyError, UsageError
+
+A = "tensorrt_llm/_torch/attention_backend/sparse/dsa.py"
+B = "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py"
+C = "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py"
+
+
+@pytest.mark.parametrize(
+    ("present", "expected"),
+    [
+        ({A}, ("A", A)),
+        ({B}, ("B", B)),
+        ({C}, ("C", C)),
+        ({A, C}, ("C", C)),  # during a move both exist: the newest location wins
+        (set(), None),
+    ],
+)
+def test_dsa_module_per_era(present, expected):
+    assert dsa_module(present.__contains__) == expected
+
+
+def test_eras_mirror_the_facts_table():
+    assert [era for era, _ in ERAS] == ["C", "B", "A"]
+    assert import_name(B) == "tensorrt_llm._torch.attention_backend.sparse.dsa.metadata"
+
+
+def test_native_warning():
+    assert native_warning([]) is None
+    text = native_warning(["abc123 touch kernels", "def456 bindings", "0a1b2c x", "ffff y"])
+    assert text.startswith("4 commit(s) in the range touch cpp/")
+    assert "abc123 touch kernels" in text and "; ..." in text
+    assert "scripts/build_wheel.py --use_ccache" in text
+
+
+def test_link_binaries_links_only_compiled_files(tmp_path):
+    installed = tmp_path / "site" / "tensorrt_llm"
+    for rel in (
+        "libs/libtensorrt_llm.so",
+        "libs/libnvinfer_plugin_tensorrt_llm.so.10",
+        "bindings.cpython-311-x86_64-linux-gnu.so",
+        "deep_gemm/_C.so",
+        "bin/executor_worker",
+        "_torch/attention_backend/sparse/dsa.py",
+        "__pycache__/x.so",
+    ):
+        (installed / rel).parent.mkdir(parents=True, exist_ok=True)
+        (installed / rel).write_text(rel)
+    target = tmp_path / "worktree" / "tensorrt_llm"
+    (target / "_torch/attention_backend/sparse").mkdir(parents=True)
+    (target / "_torch/attention_backend/sparse/dsa.py").write_text("worktree code")
+    (target / "deep_gemm").mkdir()
+    (target / "deep_gemm/_C.so").write_text("built here")
+    made = {str(p.relative_to(target)) for p in link_binaries(installed, target)}
+    assert made == {
+        "libs/libtensorrt_llm.so",
+        "libs/libnvinfer_plugin_tensorrt_llm.so.10",
+        "bindings.cpython-311-x86_64-linux-gnu.so",
+        "bin/executor_worker",
+    }
+    assert (target / "_torch/attention_backend/sparse/dsa.py").read_text() == "worktree code"
+    assert (target / "deep_gemm/_C.so").read_text() == "built here"
+    assert link_binaries(installed, target) == []  # idempotent
+
+
+def test_main_links_from_the_command_line(tmp_path, monkeypatch):
+    installed = tmp_path / "site"
+    (installed / "libs").mkdir(parents=True)
+    (installed / "libs" / "libx.so").write_text("elf")
+    monkeypatch.chdir(tmp_path)
+    assert trtllm.main(["link-binaries", "--from", str(installed)]) == 2  # no ./tensorrt_llm
+    (tmp_path / "tensorrt_llm").mkdir()
+    assert trtllm.main(["link-binaries", "--from", str(installed)]) == 0
+    assert (tmp_path / "tensorrt_llm" / "libs" / "libx.so").is_symlink()
+
+
+def test_recipe_environment_and_builds(tmp_path, monkeypatch):
+    (tmp_path / B).parent.mkdir(parents=True)
+    (tmp_path / B).write_text("")
+    monkeypatch.setenv("PYTHONPATH", "/extra")
+    pre = TrtllmRecipe(mode="precompiled", wheel="/wheels/trtllm.whl", python="/py")
+    env = pre.env("sha", tmp_path)
+    assert env["TRTLLM_USE_PRECOMPILED"] == "1"
+    assert env["TRTLLM_PRECOMPILED_LOCATION"] == "/wheels/trtllm.whl"
+    assert env["PYTHONPATH"].split(":") == [str(tmp_path), "/extra"]
+    assert (env["REGRESS_DSA_ERA"], env["REGRESS_DSA_MODULE"]) == ("B", B)
+    assert env["REGRESS_DSA_IMPORT"] == import_name(B)
+    assert pre.build_command() == "/py -m pip install --no-deps -e ."
+    monkeypatch.setattr(
+        trtllm, "installed_package", lambda: tmp_path / "site pkgs" / "tensorrt_llm"
+    )
+    overlay = TrtllmRecipe(python="/py")
+    assert "TRTLLM_USE_PRECOMPILED" not in overlay.env("sha", tmp_path)
+    assert overlay.build_command() == (
+        f"/py -m regress.bisect.trtllm link-binaries --from '{tmp_path}/site pkgs/tensorrt_llm'"
+    )
+    with pytest.raises(UsageError, match="overlay or precompiled"):
+        TrtllmRecipe(mode="full")
+
+
+def test_overlay_without_an_installed_wheel_says_how_to_get_one(monkeypatch):
+    monkeypatch.setattr(trtllm.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingDependencyError, match="pip install tensorrt_llm"):
+        TrtllmRecipe(python=sys.executable).build_command()
