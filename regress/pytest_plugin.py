@@ -152,6 +152,9 @@ class DeviceGate:
     ) -> None:
         short: list[tuple[str, int]] = []
         for item in items:
+            # Every missing requirement goes into one skip reason, so a TensorRT-LLM test on a
+            # laptop says both "no GPU" and "no tensorrt_llm" rather than whichever came first.
+            reasons: list[str] = []
             marker = item.get_closest_marker("gpu")
             if marker is not None:
                 count = marker.kwargs.get("count", marker.args[0] if marker.args else 1)
@@ -167,17 +170,17 @@ class DeviceGate:
                         short.append((item.nodeid, count))
                     else:
                         noun = "device" if count == 1 else "devices"
-                        item.add_marker(
-                            pytest.mark.skip(
-                                reason=f"gpu: needs {count} CUDA {noun}, {self.probe.count} visible ({self._describe(count)})"
-                            )
+                        reasons.append(
+                            f"gpu: needs {count} CUDA {noun}, {self.probe.count} visible "
+                            f"({self._describe(count)})"
                         )
             if item.get_closest_marker("trtllm") is not None and not self.has_trtllm:
-                item.add_marker(
-                    pytest.mark.skip(
-                        reason="trtllm: the tensorrt_llm package is not installed (pip install tensorrt_llm, or run this on the TensorRT-LLM image)"
-                    )
+                reasons.append(
+                    "trtllm: the tensorrt_llm package is not installed (pip install tensorrt_llm, "
+                    "or run this on the TensorRT-LLM image)"
                 )
+            if reasons:
+                item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
         if short:
             need = max(count for _, count in short)
             listed = ", ".join(nodeid for nodeid, _ in short[:5]) + (

@@ -105,6 +105,17 @@ def test_markers_are_registered_and_gpu_tests_skip_with_a_reason(project):
     assert "deselected" not in result.stdout.str()
 
 
+def test_a_test_missing_gpus_and_tensorrt_llm_names_both_in_its_skip_reason(project):
+    project.makepyfile(
+        test_both="import pytest\n@pytest.mark.gpu(count=8)\n@pytest.mark.trtllm\ndef test_x(): pass\n"
+    )
+    result = project.runpytest("test_both.py", "-rs")
+    result.assert_outcomes(skipped=1)
+    [reason] = skip_reasons(result)
+    assert "gpu: needs 8 CUDA devices, 0 visible" in reason
+    assert "trtllm: the tensorrt_llm package is not installed" in reason
+
+
 def test_pytest_m_gpu_reports_every_gpu_test_skipped_with_a_reason(project):
     result = project.runpytest("-m", "gpu", "-rs", "-v")
     result.assert_outcomes(skipped=GPU_TESTS, deselected=ALL_TESTS - GPU_TESTS)
