@@ -8,6 +8,11 @@ endpoint fails" counts as wrong); probes are all executions, endpoint checks inc
 
     python benchmarks/bisect_simulation.py                       # the full table (benchmarks/bisect.md)
     python benchmarks/bisect_simulation.py --trials 200 --sizes 1024 --eps 0.1
+    python benchmarks/bisect_simulation.py --real --sizes 128 --eps 0.1 --trials 20
+    python benchmarks/bisect_simulation.py --parallel 1,2,4,8 --sizes 1024 --eps 0,0.1
+
+``--real`` runs the side-by-side on generated git repositories instead: ``git bisect run`` and
+``regress bisect`` (auto and ``--flaky``) with the same flaky probe script, on the same repositories.
 """
 
 from __future__ import annotations
@@ -23,6 +28,18 @@ from dataclasses import dataclass
 
 from regress.bisect.search import EndpointError, SearchConfig, search
 from regress.bisect.verdicts import Verdict
+
+FLAKY_PROBE = """\
+import os, pathlib, random, subprocess, sys
+state = pathlib.Path(os.environ["FLAKE_STATE"])
+runs = state.read_text().split() if state.exists() else []
+head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+state.write_text(" ".join([*runs, head]))
+if "BUG = True" in open("app.py").read():
+    sys.exit(1)
+rng = random.Random(f"{os.environ['FLAKE_SEED']}-{len(runs)}")
+sys.exit(1 if rng.random() < float(os.environ["FLAKE_EPS"]) else 0)
+"""
 
 TOOLS = {
     "git bisect run": None,
@@ -110,6 +127,108 @@ def run_cell(args: tuple[int, float, float, str, int]) -> Cell:
     )
 
 
+def real_side_by_side(n: int, eps: float, trials: int, workdir: str) -> list[dict]:
+    """git bisect run against regress on generated repositories with a flaky probe script."""
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from regress.bisect.session import BisectConfig, run_bisect
+    from regress.bisect.synthetic import regression_history
+
+    root = Path(workdir)
+    probe = root / "flaky_probe.py"
+    root.mkdir(parents=True, exist_ok=True)
+    probe.write_text(FLAKY_PROBE)
+    rows = {
+        tool: {"hits": 0, "probes": [], "seconds": 0.0}
+        for tool in ("git bisect run", "regress (auto)", "regress --flaky")
+    }
+    for trial in range(trials):
+        culprit = random.Random(f"real-{n}-{trial}").randint(1, n)
+        tag = f"{n}-{eps:g}-{trial}"
+        repo = root / f"repo-{tag}"
+        shas = regression_history(repo, n, culprit)
+        for tool, row in rows.items():
+            state = root / f"state-{tag}-{tool.split()[-1]}"
+            env = {"FLAKE_STATE": str(state), "FLAKE_SEED": str(trial), "FLAKE_EPS": str(eps)}
+            start = time.perf_counter()
+            if tool == "git bisect run":
+                copy = root / f"gitcopy-{tag}"
+                subprocess.run(["git", "clone", "-q", str(repo), str(copy)], check=True)
+                subprocess.run(
+                    ["git", "bisect", "start", shas[-1], shas[0]],
+                    cwd=copy,
+                    check=True,
+                    capture_output=True,
+                )
+                out = subprocess.run(
+                    ["git", "bisect", "run", sys.executable, str(probe)],
+                    cwd=copy,
+                    env=dict(os.environ, **env),
+                    capture_output=True,
+                    text=True,
+                )
+                found = re.search(r"([0-9a-f]{40}) is the first bad commit", out.stdout)
+                answer = found.group(1) if found else None
+            else:
+                config = BisectConfig(
+                    good=shas[0],
+                    bad=shas[-1],
+                    repo=str(repo),
+                    env=env,
+                    command=[sys.executable, str(probe)],
+                    flaky=tool.endswith("--flaky"),
+                    cache_dir=str(root / f"cache-{n}-{trial}-{tool[-5:]}"),
+                )
+                try:
+                    answer = getattr(run_bisect(config).culprit, "sha", None)
+                except EndpointError:
+                    answer = None
+            row["seconds"] += time.perf_counter() - start
+            row["hits"] += answer == shas[culprit]
+            row["probes"].append(len(state.read_text().split()))
+    return [
+        {
+            "n": n,
+            "eps": eps,
+            "tool": tool,
+            "trials": trials,
+            "accuracy": r["hits"] / trials,
+            "mean": sum(r["probes"]) / trials,
+            "max": max(r["probes"]),
+            "seconds": r["seconds"] / trials,
+        }
+        for tool, r in rows.items()
+    ]
+
+
+def parallel_rounds(n: int, eps: float, trials: int, jobs: int, mode: str) -> dict:
+    """Probes and rounds (wall time in probe durations) with ``jobs`` probes per round."""
+    hits, probes, rounds = 0, [], []
+    for trial in range(trials):
+        seed = hash((n, round(eps * 1000), trial, "jobs")) & 0xFFFFFFFF
+        culprit = random.Random(seed).randint(1, n)
+        count = [0]
+        result = search(
+            n,
+            oracle(culprit, eps, 0.0, random.Random(seed ^ 0x5EED)),
+            SearchConfig(mode=mode, jobs=jobs),
+            progress=lambda _e, c=count: c.__setitem__(0, c[0] + 1),
+        )
+        hits += result.culprit == culprit
+        probes.append(result.probes)
+        rounds.append(count[0])
+    return {
+        "jobs": jobs,
+        "mode": mode,
+        "accuracy": hits / trials,
+        "probes": sum(probes) / trials,
+        "rounds": sum(rounds) / trials,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
@@ -120,7 +239,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", default=None, help="also write the cells as JSON here")
+    parser.add_argument("--real", action="store_true", help="the side-by-side on real repositories")
+    parser.add_argument("--parallel", default=None, help="rounds per --jobs value, e.g. 1,2,4,8")
+    parser.add_argument("--workdir", default=None, help="--real: where to create the repositories")
     args = parser.parse_args(argv)
+    if args.parallel:
+        print(f"{args.trials} trials per row\n")
+        print("| N | false-fail | mode | --jobs | accuracy | mean probes | mean rounds |")
+        print("|---:|---:|---|---:|---:|---:|---:|")
+        for n in (int(x) for x in args.sizes.split(",")):
+            for eps in (float(x) for x in args.eps.split(",")):
+                for jobs in (int(x) for x in args.parallel.split(",")):
+                    mode = "flaky" if eps else "auto"
+                    r = parallel_rounds(n, eps, args.trials, jobs, mode)
+                    print(
+                        f"| {n} | {eps:g} | {mode} | {jobs} | {100 * r['accuracy']:.1f}% | "
+                        f"{r['probes']:.1f} | {r['rounds']:.1f} |",
+                        flush=True,
+                    )
+        return 0
+    if args.real:
+        import tempfile
+
+        workdir = args.workdir or tempfile.mkdtemp(prefix="regress-bisect-real-")
+        print(f"repositories under {workdir}, {args.trials} trials per row\n")
+        print("| N | false-fail | tool | accuracy | mean probe runs | max | mean seconds |")
+        print("|---:|---:|---|---:|---:|---:|---:|")
+        for n in (int(x) for x in args.sizes.split(",")):
+            for eps in (float(x) for x in args.eps.split(",")):
+                for r in real_side_by_side(n, eps, args.trials, workdir):
+                    print(
+                        f"| {r['n']} | {r['eps']:g} | {r['tool']} | {100 * r['accuracy']:.0f}% | "
+                        f"{r['mean']:.1f} | {r['max']} | {r['seconds']:.2f} |",
+                        flush=True,
+                    )
+        return 0
     sizes = [int(x) for x in args.sizes.split(",")]
     cases = [(n, float(e), 0.0) for n in sizes for e in args.eps.split(",")]
     if args.two_sided:

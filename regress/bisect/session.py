@@ -154,15 +154,15 @@ def run_bisect(
             result = ev.search(probe.kind, judge_direction, emit, started)
         except _ReplayExhausted:
             result = ev.partial
-        except BaseException:
+        except BaseException as exc:
             runner.stop()
             if not replay_only:
-                write_json_atomic(
-                    session_path(root), _session_record(config, rng, key, "interrupted")
-                )
+                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {exc}"
+                write_json_atomic(session_path(root), _session_record(config, rng, key, status))
             raise
         finally:
-            if ev.prepared and not config.keep_worktrees:
+            # also removes clones a killed run left behind, even if everything came from the store
+            if not replay_only and not config.keep_worktrees:
                 workspace.cleanup()
         result.warnings = warnings
         result.elapsed_s = time.monotonic() - started
