@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from regress.bisect.search import Estimate, Observations, pick
+from regress.bisect.observations import Observations, pick
+from regress.bisect.search import Estimate
 
 _HALF = math.log(0.5)
 

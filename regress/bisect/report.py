@@ -121,7 +121,8 @@ def to_junit(result: BisectResult) -> str:
     suite.add_property("probes", str(result.probes))
     xml = JUnitXml()
     xml.add_testsuite(suite)
-    return xml.tostring().decode() if isinstance(xml.tostring(), bytes) else str(xml.tostring())
+    text = xml.tostring()
+    return text.decode() if isinstance(text, bytes) else str(text)
 
 
 def to_markdown(result: BisectResult) -> str:

@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,17 +130,31 @@ class Runner:
         self._stopping = False
         self._session = time.strftime("%Y%m%d-%H%M%S")  # log names stay unique across resumes
 
-    def run_many(self, shas: Sequence[str]) -> list[Outcome]:
-        """One run per sha, ``jobs`` at a time, in slot order; results in input order."""
+    def run_many(
+        self, shas: Sequence[str], on_done: Callable[[int, Outcome], None] | None = None
+    ) -> list[Outcome]:
+        """One run per sha, ``jobs`` at a time, one slot each; results in input order.
+
+        ``on_done(index, outcome)`` is called in the calling thread as each run finishes, so the
+        caller can persist it at once: a kill -9 then loses only the runs still in flight.
+        """
+        done = on_done or (lambda _i, _o: None)
+        out: dict[int, Outcome] = {}
         if len(shas) <= 1 or self.config.jobs == 1:
-            return [self.run(0, sha) for sha in shas]
-        out: list[Outcome] = []
+            for i, sha in enumerate(shas):
+                out[i] = self.run(0, sha)
+                done(i, out[i])
+            return [out[i] for i in range(len(shas))]
         for start in range(0, len(shas), self.config.jobs):
             batch = shas[start : start + self.config.jobs]
             pool = ThreadPoolExecutor(max_workers=len(batch))
             try:
-                futures = [pool.submit(self.run, slot, sha) for slot, sha in enumerate(batch)]
-                out += [fut.result() for fut in futures]
+                futures = {
+                    pool.submit(self.run, slot, sha): start + slot for slot, sha in enumerate(batch)
+                }
+                for fut in as_completed(futures):
+                    out[futures[fut]] = fut.result()
+                    done(futures[fut], out[futures[fut]])
             except BaseException:
                 # Ctrl-C lands here in the main thread: kill the jobs' process groups first,
                 # or shutting the pool down would wait for probes nobody wants any more.
@@ -148,7 +162,7 @@ class Runner:
                 raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-        return out
+        return [out[i] for i in range(len(shas))]
 
     def run(self, slot: int, sha: str) -> Outcome:
         start = time.monotonic()

@@ -13,12 +13,12 @@ observations contradict each other (mode ``"auto"``), and confirms or verifies t
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from regress.bisect.observations import Observations, pick
 from regress.bisect.verdicts import Verdict
 from regress.errors import UsageError
 
@@ -33,95 +33,6 @@ class EndpointError(UsageError):
     """An endpoint does not behave as the user said: the range or the probe is wrong (exit 2)."""
 
     probes: int = 0  # executions spent before giving up
-
-
-class Observations:
-    """Every verdict seen so far, per position, in the order they arrived."""
-
-    def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError("a search needs at least one candidate (n >= 1)")
-        self.n = n
-        self.counts: dict[int, list[int]] = {}  # position -> [passes, fails, skips]
-        self.history: list[tuple[int, Verdict]] = []
-        self._spans: list[tuple[int, int]] | None = None
-
-    def add(self, position: int, verdict: Verdict) -> None:
-        if not 0 <= position <= self.n:
-            raise ValueError(f"position {position} outside 0..{self.n}")
-        row = self.counts.setdefault(position, [0, 0, 0])
-        row[(Verdict.GOOD, Verdict.BAD, Verdict.SKIP).index(verdict)] += 1
-        self.history.append((position, verdict))
-        self._spans = None
-
-    def passes(self, position: int) -> int:
-        return self.counts.get(position, (0, 0, 0))[0]
-
-    def fails(self, position: int) -> int:
-        return self.counts.get(position, (0, 0, 0))[1]
-
-    def runs(self, position: int) -> int:
-        """Runs that gave a pass or a fail (skips carry no information)."""
-        row = self.counts.get(position, (0, 0, 0))
-        return row[0] + row[1]
-
-    def total(self, position: int) -> int:
-        """Every execution at this position, skips included."""
-        return sum(self.counts.get(position, (0, 0, 0)))
-
-    def untestable(self, position: int) -> bool:
-        """Skipped and never decided: the search avoids it rather than retrying it."""
-        row = self.counts.get(position, (0, 0, 0))
-        return row[2] > 0 and row[0] + row[1] == 0
-
-    def spans(self) -> list[tuple[int, int]]:
-        """Runs of untestable commits: from one skipped position to the last skipped one after it
-        with nothing tested in between.
-
-        Broken commits come in runs (a build break lasts until its fix), so the commits between two
-        skipped ones are assumed untestable too. That assumption is what lets the search jump over
-        a cluster and call a culprit inside one ambiguous without probing every member.
-        """
-        if self._spans is None:
-            spans: list[tuple[int, int]] = []
-            start = last = None
-            for p in sorted(self.counts):
-                if self.untestable(p):
-                    start = p if start is None else start
-                    last = p
-                elif self.runs(p):
-                    if start is not None:
-                        spans.append((start, last))
-                    start = last = None
-            if start is not None:
-                spans.append((start, last))
-            self._spans = spans
-        return self._spans
-
-    def span_of(self, position: int) -> tuple[int, int] | None:
-        spans = self.spans()
-        i = bisect.bisect_right(spans, (position, math.inf)) - 1
-        if i >= 0 and spans[i][0] <= position <= spans[i][1]:
-            return spans[i]
-        return None
-
-    def blocked(self, position: int) -> bool:
-        """Known or assumed untestable (inside a run of skips, see :meth:`spans`)."""
-        return self.span_of(position) is not None
-
-    def tested(self) -> list[int]:
-        return sorted(p for p, row in self.counts.items() if row[0] + row[1] > 0)
-
-    def contradiction(self) -> str | None:
-        """Why these observations cannot come from a deterministic probe, or ``None``."""
-        for p, (good, bad, _) in sorted(self.counts.items()):
-            if good and bad:
-                return f"position {p} both passed and failed"
-        good = [p for p, row in self.counts.items() if row[0]]
-        bad = [p for p, row in self.counts.items() if row[1]]
-        if good and bad and max(good) > min(bad):
-            return f"position {max(good)} passed after position {min(bad)} failed"
-        return None
 
 
 @dataclass
@@ -146,43 +57,6 @@ class Strategy(Protocol):
         ...
 
     def estimate(self, obs: Observations) -> Estimate: ...
-
-
-def pick(ideal: int, lo: int, hi: int, obs: Observations, taken: Sequence[int] = ()) -> int | None:
-    """The position to probe in ``(lo, hi)`` for an ideal split at ``ideal``, skipping untestables.
-
-    When ``ideal`` lies in a run of untestable commits (:meth:`Observations.spans`) we jump as far
-    beyond the run as it is wide (or halfway to the interval's end, if nearer), on the side that
-    keeps the split most balanced. Every skip there widens the run, so the jumps double: a cluster
-    of K broken commits costs O(log K) probes instead of the K of a commit-by-commit walk.
-    """
-
-    def free(p: int) -> bool:
-        return lo < p < hi and not obs.blocked(p) and p not in taken
-
-    if free(ideal):
-        return ideal
-    s, e = obs.span_of(ideal) or (ideal, ideal)
-    width = e - s + 1
-    options = []
-    right = e + width if e + width < hi else (e + hi + 1) // 2
-    left = s - width if s - width > lo else (lo + s) // 2
-    for target, side in ((right, range(e + 1, hi)), (left, range(lo + 1, s))):
-        if not side:
-            continue
-        target = min(max(target, side.start), side.stop - 1)
-        best = _nearest(target, side, free)
-        if best is not None:
-            options.append(best)
-    return min(options, key=lambda p: (abs(p - ideal), p)) if options else None
-
-
-def _nearest(target: int, side: range, free: Callable[[int], bool]) -> int | None:
-    for d in range(len(side)):
-        for p in (target + d, target - d):
-            if p in side and free(p):
-                return p
-    return None
 
 
 class Deterministic:

@@ -200,10 +200,12 @@ class _Evaluator:
             if not self.prepared:
                 self.workspace.prepare()
                 self.prepared = True
-            live = self.runner.run_many([shas[i] for i in missing])
-            for i, outcome in zip(missing, live, strict=True):
-                self.replay.record(shas[i], outcome)
-                out[i] = outcome
+
+            def record(j: int, outcome: Outcome) -> None:
+                self.replay.record(shas[missing[j]], outcome)  # persisted as each run ends
+                out[missing[j]] = outcome
+
+            self.runner.run_many([shas[i] for i in missing], on_done=record)
         self.executions += len(positions)
         for p, s, o, stored in zip(positions, shas, out, from_store, strict=True):
             assert o is not None

@@ -154,3 +154,15 @@ def test_store_without_persistence_reads_and_writes_nothing(tmp_path):
     assert memory.outcomes("a") == []
     memory.add("b", Outcome(Verdict.BAD))
     assert ResultStore(tmp_path, "k", {}).outcomes("b") == []
+
+
+def test_run_many_reports_each_run_as_it_ends(tmp_path, history):
+    _, shas = history
+    script = 'grep -q "BUG = True" app.py && exit 1; exit 0'
+    runner = make_runner(tmp_path, history, ["sh", "-c", script], jobs=2)
+    seen: list[tuple[int, Verdict]] = []
+    out = runner.run_many(
+        [shas[1], shas[3], shas[0]], on_done=lambda i, o: seen.append((i, o.verdict))
+    )
+    assert [o.verdict for o in out] == [Verdict.GOOD, Verdict.BAD, Verdict.GOOD]
+    assert sorted(seen) == [(0, Verdict.GOOD), (1, Verdict.BAD), (2, Verdict.GOOD)]
