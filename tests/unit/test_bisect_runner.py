@@ -44,9 +44,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path, history):
     pidfile = tmp_path / "child.pid"
     script = f"sleep 30 & echo $! > {pidfile}; wait"
     runner = make_runner(tmp_path, history, ["sh", "-c", script], timeout=0.5)
-    start = time.monotonic()
     out = runner.run(0, shas[1])
-    assert time.monotonic() - start < 10
     assert out.verdict is Verdict.SKIP and out.reason == "timeout after 0.5s"
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 5
