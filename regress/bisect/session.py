@@ -136,6 +136,7 @@ def run_bisect(
         "recipe": recipe.config() if recipe else None,
         "env": config.env,
     }
+    search_config(config)  # validate every option before anything is written
     key = config_hash(key_config)
     warnings = _warnings(rng, recipe)
     for w in warnings:
@@ -257,15 +258,7 @@ class _Evaluator:
                     self._judged(p, v)
                 return verdicts
 
-        scfg = SearchConfig(
-            mode="flaky" if c.flaky else "auto",
-            jobs=c.jobs,
-            confidence=c.confidence,
-            false_pass=c.false_pass,
-            endpoint_runs=c.endpoint_runs,
-            verify_runs=c.verify_runs,
-            max_probes=c.max_probes,
-        )
+        scfg = search_config(c)
         rounds: list[float] = []
         last = [time.monotonic()]
 
@@ -326,6 +319,19 @@ class _Evaluator:
             command=list(self.config.command),
             probe={"kind": self.config.probe},
         )
+
+
+def search_config(c: BisectConfig) -> SearchConfig:
+    """The pure search's options (validated: a bad value is a usage error)."""
+    return SearchConfig(
+        mode="flaky" if c.flaky else "auto",
+        jobs=c.jobs,
+        confidence=c.confidence,
+        false_pass=c.false_pass,
+        endpoint_runs=c.endpoint_runs,
+        verify_runs=c.verify_runs,
+        max_probes=c.max_probes,
+    )
 
 
 def _rounds_left(candidates: int, strategy: str, jobs: int) -> float:

@@ -132,6 +132,7 @@ def test_inconclusive_exits_3(setup):
         (["--good", "HEAD~3", "--metric-runs", "1,2"], "three integers"),
         (["--good", "HEAD~3", "--probe", "metric"], "exactly one of --metric"),
         (["--good", "HEAD~3", "--gpus", "0", "--jobs", "2"], "one per job"),
+        (["--good", "HEAD~3", "--confidence", "1.5"], "--confidence must be between"),
     ],
 )
 def test_bad_input_exits_2(setup, args, message):
