@@ -353,3 +353,31 @@ def _resolve_path(config: pytest.Config, value: str) -> Path:
     if path.is_absolute() or Path.cwd() == config.invocation_params.dir:
         return path
     return config.invocation_params.dir / path
+
+
+@pytest.fixture
+def dsa_sentinel(request):
+    """A :class:`regress.dsa.sentinel.Sentinel` that fails the test on any DSA contract violation.
+
+    Attach it to live metadata (``dsa_sentinel.attach(md)``, or pass it to an engine); at teardown
+    owed CUDA-graph checks run, its summary joins the test's ``user_properties`` (``dsa_sentinel``),
+    and any violation errors the test with the call site, phase and message of each.
+    """
+    import json
+
+    from regress.dsa.sentinel import Sentinel
+
+    sentinel = Sentinel()
+    yield sentinel
+    sentinel.flush()
+    sentinel.detach()
+    request.node.user_properties.append(("dsa_sentinel", json.dumps(sentinel.summary())))
+    if sentinel.num_violations:
+        shown = "\n".join(
+            f"  {v.site} [{v.phase}] layout {v.seq_lens[:12]}: {v.message}"
+            for v in sentinel.violations[:10]
+        )
+        pytest.fail(
+            f"DSA sentinel: {sentinel.num_violations} contract violation(s)\n{shown}",
+            pytrace=False,
+        )

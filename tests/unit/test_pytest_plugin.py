@@ -413,3 +413,28 @@ def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
     project.runpytest_subprocess("tests/unit", "-n", "2", "--dist", "each")
     seen = {p.name: p.read_text() for p in project.path.glob("seen-gw*.txt")}
     assert seen == {"seen-gw0.txt": "3,5", "seen-gw1.txt": "3,5"}
+
+
+SENTINEL_TESTS = """
+import pytest
+from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
+
+@pytest.mark.parametrize("defects", [(), ("stale_req_idx",)], ids=["clean", "stale"])
+def test_loop(dsa_sentinel, defects):
+    md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=defects)
+    dsa_sentinel.attach(md)
+    prepare_layout(md, [5] * 8)
+    for _ in draft_loop(md, max_draft_len=4, num_accepted=[4] * 8):
+        pass
+"""
+
+
+def test_dsa_sentinel_fixture_errors_the_test_on_a_violation(project):
+    project.makepyfile(test_sentinel_fixture=SENTINEL_TESTS)
+    xml = project.path / "out.xml"
+    result = project.runpytest("test_sentinel_fixture.py", f"--junit-xml={xml}")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*DSA sentinel: * contract violation(s)*", "*update_for_spec_dec [eager]*"]
+    )
+    assert "dsa_sentinel" in xml.read_text()
