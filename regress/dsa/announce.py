@@ -30,12 +30,17 @@ def announce_mtp_shapes(metadata: Any, run_type: str, batch_size: int, seq_len_q
     """
     if run_type != "GEN" or seq_len_q <= 1 or not hasattr(metadata, "kv_lens_cuda_2d"):
         return False
-    metadata.update_spec_dec_param(
-        batch_size=batch_size,
-        is_spec_decoding_enabled=False,
-        is_spec_dec_tree=False,
-        is_spec_dec_dynamic_tree=False,
-        max_draft_len=seq_len_q - 1,
-        max_total_draft_tokens=seq_len_q - 1,
-    )
+    metadata.update_spec_dec_param(**mtp_shape_params(batch_size, seq_len_q))
     return True
+
+
+def mtp_shape_params(batch_size: int, seq_len_q: int) -> dict[str, Any]:
+    """The ``update_spec_dec_param`` arguments that announce shapes only: no spec dec, no tree."""
+    return {
+        "batch_size": batch_size,
+        "is_spec_decoding_enabled": False,
+        "is_spec_dec_tree": False,
+        "is_spec_dec_dynamic_tree": False,
+        "max_draft_len": seq_len_q - 1,
+        "max_total_draft_tokens": seq_len_q - 1,
+    }

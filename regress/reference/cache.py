@@ -37,6 +37,21 @@ class PagedKVCacheManager:
         random.Random(seed).shuffle(self._free)
         self._tables: dict[int, list[int]] = {}
 
+    @classmethod
+    def for_requests(
+        cls, num_requests: int, max_tokens: int, *, tokens_per_block: int
+    ) -> PagedKVCacheManager:
+        """A pool sized for exactly ``num_requests`` requests (ids ``0..n-1``), all added."""
+        blocks = -(-max_tokens // tokens_per_block)
+        manager = cls(
+            num_blocks=1 + num_requests * blocks,
+            tokens_per_block=tokens_per_block,
+            max_blocks_per_seq=blocks,
+        )
+        for rid in range(num_requests):
+            manager.add_request(rid, max_tokens)
+        return manager
+
     @property
     def num_slots(self) -> int:
         """Physical token slots in the pool (the first dimension of every cache tensor)."""

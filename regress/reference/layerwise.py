@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from regress.dsa.announce import announce_mtp_shapes
+from regress.dsa.announce import announce_mtp_shapes, mtp_shape_params
 from regress.errors import UsageError
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.defects import active_defects
@@ -27,14 +27,7 @@ def _announce(metadata: Any, run_type: str, batch_size: int, seq_len_q: int, def
     if "method_hasattr_guard" in defects:
         # PR #17247's first revision: a guard every backend passes.
         if run_type == "GEN" and seq_len_q > 1 and hasattr(metadata, "update_spec_dec_param"):
-            metadata.update_spec_dec_param(
-                batch_size=batch_size,
-                is_spec_decoding_enabled=False,
-                is_spec_dec_tree=False,
-                is_spec_dec_dynamic_tree=False,
-                max_draft_len=seq_len_q - 1,
-                max_total_draft_tokens=seq_len_q - 1,
-            )
+            metadata.update_spec_dec_param(**mtp_shape_params(batch_size, seq_len_q))
             return True
         return False
     return announce_mtp_shapes(metadata, run_type, batch_size, seq_len_q)
@@ -63,15 +56,9 @@ def create_run_pack(
     if batch_size < 1 or seq_len_q < 1 or seq_len_kv_cache < 0:
         raise UsageError("batch_size and seq_len_q must be >= 1 and seq_len_kv_cache >= 0")
     chosen = active_defects(defects)
-    max_len = seq_len_kv_cache + seq_len_q
-    blocks_per_seq = -(-max_len // tokens_per_block)
-    manager = PagedKVCacheManager(
-        num_blocks=1 + batch_size * blocks_per_seq,
-        tokens_per_block=tokens_per_block,
-        max_blocks_per_seq=blocks_per_seq,
+    manager = PagedKVCacheManager.for_requests(
+        batch_size, seq_len_kv_cache + seq_len_q, tokens_per_block=tokens_per_block
     )
-    for rid in range(batch_size):
-        manager.add_request(rid, max_len)
     kwargs = dict(
         max_num_requests=batch_size,
         max_num_tokens=batch_size * seq_len_q,

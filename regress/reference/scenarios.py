@@ -46,14 +46,9 @@ def make_dsa_metadata(
     device: str = "cpu",
 ) -> DSAtrtllmAttentionMetadata:
     """A DSA mirror with a paged cache big enough for ``max_num_requests`` of ``max_seq_len``."""
-    blocks = -(-max_seq_len // tokens_per_block)
-    manager = PagedKVCacheManager(
-        num_blocks=1 + max_num_requests * blocks,
-        tokens_per_block=tokens_per_block,
-        max_blocks_per_seq=blocks,
+    manager = PagedKVCacheManager.for_requests(
+        max_num_requests, max_seq_len, tokens_per_block=tokens_per_block
     )
-    for rid in range(max_num_requests):
-        manager.add_request(rid, max_seq_len)
     return DSAtrtllmAttentionMetadata(
         max_num_requests=max_num_requests,
         max_num_tokens=max_num_tokens,

@@ -140,7 +140,7 @@ class ReferenceAcceptanceEngine:
         max_new_tokens: int,
         progress: EngineProgress | None = None,
     ) -> list[RequestTrace]:
-        """Generate every prompt in waves of ``batch_size``; one trace per prompt, in prompt order."""
+        """Generate every prompt, ``batch_size`` requests in flight; one trace per prompt, in order."""
         token_prompts = [self.tokenize(p) if isinstance(p, str) else list(p) for p in prompts]
         result = self._engine.generate(
             token_prompts,
