@@ -57,7 +57,15 @@ def start(tmp: Path, repo: Path, shas: list[str], sleep: str) -> subprocess.Pope
         PROBE_PID=str(tmp / "probe.pid"),
         PROBE_SLEEP=sleep,
     )
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # A shell running CI in the background starts its children with SIGINT ignored, and Python
+    # then installs no KeyboardInterrupt handler; give the child Ctrl-C as a terminal would.
+    return subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def wait_for(predicate, timeout: float = 30.0) -> None:
@@ -121,7 +129,7 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)  # a bound for loaded CI machines, not a timing claim
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
     wait_for(lambda: not alive(probe_pid), timeout=10)
@@ -135,6 +143,6 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)  # a bound for loaded CI machines, not a timing claim
+    proc.communicate(timeout=60)
     assert proc.returncode == 130
     wait_for(lambda: not alive(probe_pid), timeout=10)
