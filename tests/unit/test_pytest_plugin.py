@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from _ci_project import write_project
 
 from regress.ci import gpu
 
@@ -15,52 +14,6 @@ pytest_plugins = ("pytester",)
 
 LISTS = Path(__file__).resolve().parents[1] / "data" / "testlists" / "good"
 
-PROJECT = {
-    "tests/unit/test_u.py": """
-        import pytest
-
-        def test_a():
-            pass
-
-        @pytest.mark.parametrize("n", [1, 2])
-        def test_b(n):
-            pass
-    """,
-    "tests/test_top.py": """
-        def test_one():
-            pass
-
-        def test_two():
-            pass
-    """,
-    "tests/gpu/test_single.py": """
-        import pytest
-
-        @pytest.mark.gpu
-        def test_cuda():
-            pass
-
-        @pytest.mark.trtllm
-        def test_trt():
-            pass
-    """,
-    "tests/gpu/test_multi.py": """
-        import pytest
-
-        class TestGLM52:
-            @pytest.mark.gpu(count=4)
-            def test_al(self):
-                pass
-
-        class TestDeepSeekV32:
-            @pytest.mark.gpu(count=4)
-            def test_al(self):
-                pass
-
-            def test_other(self):
-                pass
-    """,
-}
 GPU_TESTS = 3  # test_cuda and the two count=4 tests
 ALL_TESTS = 10
 
@@ -68,11 +21,7 @@ ALL_TESTS = 10
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A small repository with stage lists, isolated from the outer run's xdist and GPUs."""
-    for rel, body in PROJECT.items():
-        path = pytester.path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(body), encoding="utf-8")
-    shutil.copytree(LISTS, pytester.path / "test-lists")
+    write_project(pytester.path, LISTS)
     pytester.makeini("[pytest]\naddopts = -ra --strict-markers\n")
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS"):
         monkeypatch.delenv(name, raising=False)
