@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regress.errors import EngineError, UsageError
-from regress.reference.cache import NULL_BLOCK, PagedKVCacheManager
+from regress.reference.cache import PagedKVCacheManager
 from regress.reference.defects import active_defects
+from regress.reference.graphs import DraftGraphs, padded_batch_size
 from regress.reference.layerwise import create_run_pack
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
 from regress.reference.model import (
@@ -34,7 +35,6 @@ from regress.reference.model import (
 
 MODEL_NAME = "reference-dsa-tiny"
 TOKENS_PER_BLOCK = 16
-GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 _WEIGHTS: dict[tuple[ModelConfig, str], tuple[Weights, Weights]] = {}
 
@@ -248,8 +248,6 @@ class _Run:
     """State of one ``generate`` call: caches, metadata, the live batch and its counters."""
 
     def __init__(self, engine: ReferenceEngine, prompts, batch_size, k, max_new_tokens) -> None:
-        import torch
-
         self.e, self.k, self.max_new = engine, k, max_new_tokens
         self.cfg, self.dev = engine.config, engine.device
         self.batch_size = batch_size
@@ -258,8 +256,8 @@ class _Run:
         self.max_seq = max_prompt + max_new_tokens + k + 2
         blocks = -(-self.max_seq // TOKENS_PER_BLOCK)
         self.width = blocks * TOKENS_PER_BLOCK
-        self.pad_sizes = [s for s in GRAPH_BATCH_SIZES if s >= batch_size][:1] or [batch_size]
-        max_reqs = max(batch_size, self.pad_sizes[0])
+        # Room for the dummy requests a CUDA-graph replay pads the batch with.
+        max_reqs = padded_batch_size(batch_size)
         self.manager = PagedKVCacheManager(
             num_blocks=1 + batch_size * blocks,
             tokens_per_block=TOKENS_PER_BLOCK,
@@ -298,10 +296,7 @@ class _Run:
         }
         self.graphs = None
         if engine.cuda_graph and k >= 2:
-            from regress.reference.graphs import DraftGraphs
-
             self.graphs = DraftGraphs(self)
-        self._i64 = torch.int64
 
     # -- scheduling ---------------------------------------------------------------------------
     def serve(self, progress) -> list[RequestTrace]:
@@ -464,4 +459,4 @@ class _Run:
         return outs
 
 
-__all__ = ["MODEL_NAME", "NULL_BLOCK", "GenerationResult", "ReferenceEngine", "RequestTrace"]
+__all__ = ["MODEL_NAME", "GenerationResult", "ReferenceEngine", "RequestTrace"]

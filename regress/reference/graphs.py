@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+def padded_batch_size(bs: int, limit: int | None = None) -> int:
+    """The captured size a batch of ``bs`` is padded to (``bs`` itself past the largest)."""
+    return next((s for s in CAPTURE_SIZES if bs <= s and (limit is None or s <= limit)), bs)
+
+
 @dataclass
 class _Captured:
     graph: Any
@@ -37,8 +42,7 @@ class DraftGraphs:
         self.replays = 0
 
     def padded_size(self, bs: int) -> int:
-        limit = self.owner.md.max_num_requests
-        return next((s for s in CAPTURE_SIZES if bs <= s <= limit), bs)
+        return padded_batch_size(bs, self.owner.md.max_num_requests)
 
     def _pad_layout(self, bs: int, b_pad: int) -> None:
         md = self.owner.md

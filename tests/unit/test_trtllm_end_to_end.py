@@ -14,6 +14,7 @@ import textwrap
 import uuid
 
 import pytest
+from _trtllm_fakes import FAKE_SENTINEL_MODULE
 
 from regress.trtllm import paths
 from regress.trtllm.cases import GLM52, Case
@@ -137,22 +138,6 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         return clone
 """
 
-SENTINEL = """
-class Sentinel:
-    def __init__(self):
-        self.violations = []
-
-    def attach(self, metadata):
-        inner = metadata.prepare
-
-        def prepare():
-            inner()
-            if metadata.stale:
-                self.violations.append({"check": "req_idx_map", "message": "stale map"})
-
-        metadata.prepare = prepare
-"""
-
 
 def write(root, rel, text=""):
     path = root / rel
@@ -182,7 +167,7 @@ def fake_trtllm(tmp_path, monkeypatch):
         "from .metadata import DSAtrtllmAttentionMetadata\n",
     )
     sentinel = f"fakesentinel_{uuid.uuid4().hex[:8]}"
-    write(root, f"{sentinel}.py", SENTINEL)
+    write(root, f"{sentinel}.py", FAKE_SENTINEL_MODULE)
     monkeypatch.syspath_prepend(str(root))
     importlib.invalidate_caches()
     yield sentinel + ":Sentinel"

@@ -9,6 +9,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from _trtllm_fakes import FAKE_SENTINEL_MODULE
 
 from regress.acceptance.trace import RequestTrace
 from regress.errors import EngineError, UsageError
@@ -47,29 +48,13 @@ class DSAtrtllmAttentionMetadata:
         pass
 """
 
-SENTINEL = """
-class Sentinel:
-    def __init__(self):
-        self.violations = []
-
-    def attach(self, metadata):
-        inner = metadata.prepare
-
-        def prepare():
-            inner()
-            if metadata.stale:
-                self.violations.append({"check": "req_idx_map", "message": "stale map"})
-
-        metadata.prepare = prepare
-"""
-
 
 @pytest.fixture
 def fake_dsa(tmp_path, monkeypatch):
     name = f"fakerun_{uuid.uuid4().hex[:8]}"
     (tmp_path / "src" / name).mkdir(parents=True)
     (tmp_path / "src" / name / "metadata.py").write_text(METADATA)
-    (tmp_path / "src" / name / "sentinel.py").write_text(SENTINEL)
+    (tmp_path / "src" / name / "sentinel.py").write_text(FAKE_SENTINEL_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     importlib.invalidate_caches()
     yield SimpleNamespace(module=f"{name}.metadata", sentinel=f"{name}.sentinel:Sentinel")
