@@ -5,9 +5,19 @@ Exit codes (also in README.md):
     1  a regression was found (``accept``) or an internal error (``bisect``)
     2  bad input: the user can fix the command line or the files it names
     3  the engine failed (``accept``) or the bisect was inconclusive (``bisect``)
+  130  interrupted (Ctrl-C); a bisect resumes when rerun
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+#: Exit code of an interrupted command (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
 
 
 class RegressError(Exception):
@@ -60,3 +70,18 @@ def require_module(name: str, *, purpose: str, install: str) -> object:
             f"{purpose} needs the Python module '{name}', which is not importable ({exc}). "
             f"Install it with: {install}"
         ) from exc
+
+
+def save_traceback(exc: BaseException) -> Path:
+    """Write ``exc``'s traceback to a file and return its path.
+
+    Users see one line naming this file instead of a traceback; ``REGRESS_TRACEBACK=1`` makes the
+    CLI re-raise instead. The folder is ``$REGRESS_TRACEBACK_DIR``, else the system temp folder.
+    """
+    folder = Path(os.environ.get("REGRESS_TRACEBACK_DIR") or tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    fd, name = tempfile.mkstemp(prefix=f"regress-traceback-{stamp}-", suffix=".txt", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("".join(traceback.format_exception(exc)))
+    return Path(name)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 import click
 
 from regress import __version__
-from regress.errors import RegressError
+from regress.errors import INTERRUPTED, RegressError, save_traceback
 
 # name -> (module, attribute, one-line help shown by `regress --help`)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -61,13 +62,29 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attr)
 
     def invoke(self, ctx: click.Context):
-        # The one place a RegressError becomes a message and an exit code, for the console
-        # script and for CliRunner alike.
+        # The one place an exception becomes a message and an exit code, for the console script
+        # and for CliRunner alike: a RegressError says its own message and code, Ctrl-C is 130,
+        # and anything unexpected is one line plus the path of its saved traceback.
         try:
             return super().invoke(ctx)
         except RegressError as exc:
             click.echo(f"regress: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except (KeyboardInterrupt, click.Abort):
+            click.echo("regress: interrupted", err=True)
+            ctx.exit(INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException):
+            raise
+        except Exception as exc:
+            if os.environ.get("REGRESS_TRACEBACK"):
+                raise
+            saved = save_traceback(exc)
+            click.echo(
+                f"regress: internal error: {type(exc).__name__}: {exc} "
+                f"(traceback saved to {saved}; please attach it to a bug report)",
+                err=True,
+            )
+            ctx.exit(1)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the static help lines so --help imports no subcommand module.
@@ -83,7 +100,7 @@ def cli() -> None:
     """Regression suite and bisect toolkit for speculative decoding on DSA models.
 
     Exit codes: 0 ok, 1 regression found (accept) or error, 2 bad input,
-    3 engine error (accept) or inconclusive (bisect). See README.md.
+    3 engine error (accept) or inconclusive (bisect), 130 interrupted. See README.md.
     """
 
 
