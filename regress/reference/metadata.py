@@ -54,6 +54,10 @@ class AttentionMetadata:
         self._seq_lens = torch.zeros(max_num_requests, dtype=torch.int32)
         self._seq_lens_cuda = torch.zeros(max_num_requests, dtype=torch.int32, device=self.device)
         self._num_seqs = 0
+        # Upstream builds metadata without a layout: seq_lens reads None until the executor sets
+        # one (interface.py seq_lens setter @ 000a01de, "sets seq_lens to None initially").
+        self._has_layout = False
+        self._saved_tensors: dict[str, torch.Tensor] = {}
         self._num_contexts = 0
         self.num_tokens = 0
         self.num_ctx_tokens = 0
@@ -66,14 +70,21 @@ class AttentionMetadata:
         return self._num_seqs
 
     @property
-    def seq_lens(self) -> torch.Tensor:
-        """Host view of the current new-token count per request."""
+    def seq_lens(self) -> torch.Tensor | None:
+        """Host view of the current new-token count per request; None before the first layout."""
+        if not self._has_layout:
+            return None
         return self._seq_lens[: self._num_seqs]
 
     @seq_lens.setter
-    def seq_lens(self, value: Sequence[int] | torch.Tensor) -> None:
+    def seq_lens(self, value: Sequence[int] | torch.Tensor | None) -> None:
         import torch
 
+        if value is None:
+            self._has_layout = False
+            self._num_seqs = 0
+            self.on_update()
+            return
         lens = torch.as_tensor(value, dtype=torch.int32).reshape(-1)
         if lens.numel() > self.max_num_requests:
             raise ValueError(
@@ -84,13 +95,16 @@ class AttentionMetadata:
                 f"{int(lens.sum())} tokens exceed max_num_tokens={self.max_num_tokens}"
             )
         self._num_seqs = lens.numel()
+        self._has_layout = True
         self._seq_lens[: self._num_seqs].copy_(lens)
         self._seq_lens_cuda[: self._num_seqs].copy_(lens, non_blocking=True)
         self.on_update()
 
     @property
-    def seq_lens_cuda(self) -> torch.Tensor:
+    def seq_lens_cuda(self) -> torch.Tensor | None:
         """Device view of :attr:`seq_lens` (same values; what kernels read)."""
+        if not self._has_layout:
+            return None
         return self._seq_lens_cuda[: self._num_seqs]
 
     @property
@@ -108,6 +122,24 @@ class AttentionMetadata:
         self.num_tokens = int(lens.sum())
         self.num_ctx_tokens = int(lens[: self._num_contexts].sum())
         self.num_generations = self._num_seqs - self._num_contexts
+
+    def prepare_for_spec_dec(self, *fields: str) -> None:
+        """Save the named tensors and swap in clones for the draft loop to mutate.
+
+        Mirrors ``interface.py::AttentionMetadata.prepare_for_spec_dec``: the draft loop writes
+        the clones; :meth:`restore_from_spec_dec` puts the originals back.
+        """
+        assert not self._saved_tensors, "prepare_for_spec_dec called twice without a restore"
+        for name in fields:
+            value = getattr(self, name)
+            self._saved_tensors[name] = value
+            setattr(self, name, value.clone())
+
+    def restore_from_spec_dec(self) -> None:
+        """Put back what :meth:`prepare_for_spec_dec` saved (no recount: callers run on_update)."""
+        for name, value in self._saved_tensors.items():
+            setattr(self, name, value)
+        self._saved_tensors.clear()
 
     # -- lifecycle hooks (no-ops on the base class, as upstream) ------------------------------
     def prepare(self) -> None:

@@ -1,0 +1,318 @@
+"""Upstream's per-forward call order on attention metadata, as a driver any metadata object can run.
+
+One model of what TensorRT-LLM does to an attention-metadata object on every forward of one-model
+MTP-Eagle speculative decoding, written once from the upstream sources so that tests of the
+sentinel, of the TensorRT-LLM hooks and of the reference engine exercise the real order instead
+of our engine's private one. It drives anything with upstream's metadata interface: the mirrors in
+``regress.reference.metadata`` and the real upstream classes loaded in a CPU sandbox alike.
+
+Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-LLM``):
+
+1. **Announce.** ``update_spec_dec_param(...)`` runs first, before the inputs are prepared
+   (``tensorrt_llm/_torch/pyexecutor/model_engine.py`` ``PyTorchModelEngine.forward`` @ 1a0dc5f7 and
+   earlier; newer builds: ``ForwardExecutor._forward_scheduled`` -> ``update_spec_metadata``, which
+   calls ``attn_metadata.update_spec_dec_param(batch_size=..., is_spec_decoding_enabled=...,
+   is_spec_dec_tree=..., is_spec_dec_dynamic_tree=..., max_draft_len=...,
+   max_total_draft_tokens=..., ...)``). On the first forward the metadata was built without a
+   layout: ``seq_lens`` is ``None`` (``_torch/attention_backend/interface.py``
+   ``AttentionMetadata.seq_lens`` setter @ 000a01de: "The model executor sets seq_lens to None
+   initially"; ``num_seqs`` is ``seq_lens.shape[0]`` and raises then). On later forwards it still
+   holds the previous forward's layout, restored after that forward's draft loop.
+2. **Prepare.** The executor sets ``request_ids``, ``seq_lens``, ``num_contexts`` (and the cached
+   lengths) and calls ``prepare()``; the target model then runs on that layout.
+3. **Draft loop** (``_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward``, which
+   ``mtp.py`` ``MTPEagleWorker`` became a thin wrapper of; older builds: ``mtp.py``
+   ``MTPEagleWorker.forward`` with the same sequence): ``prepare_for_spec_dec("_seq_lens",
+   "_seq_lens_cuda")`` saves the layout tensors and swaps in clones; draft step 0 runs on the
+   target layout; then ``_seq_lens[:bs].fill_(1)``, ``_seq_lens_cuda[:bs].fill_(1)``,
+   ``on_update()``, ``host_request_types[:num_contexts].fill_(1)`` and ``num_contexts = 0``
+   (when there is a KV cache), ``kv_lens_cuda[num_contexts:bs] -= max_draft_len -
+   num_accepted_tokens[num_contexts:]`` and ``kv_lens_cuda[:num_contexts] += 1`` (with the
+   ``num_contexts`` of the target forward), then ``update_for_spec_dec()``. Each later step
+   ``i`` in ``1..K-1``: ``kv_lens_cuda[:bs] += 1``, ``update_for_spec_dec()``.
+   ``num_accepted_tokens`` counts the bonus token (1..K+1), as eagle3's
+   ``sample_and_accept_draft_tokens`` returns it.
+4. **Restore** (``eagle3.py`` ``_restore_attn_metadata_from_spec_dec``):
+   ``restore_from_spec_dec()`` puts the saved ``_seq_lens``/``_seq_lens_cuda`` back and
+   ``on_update()`` recounts. Nothing rebuilds the backend's derived buffers: the DSA map stays
+   in the draft-step layout until the next ``prepare()``.
+
+Where upstream guarantees that derived buffers (``req_idx_per_token``, ``kv_lens_cuda_2d``) match
+the layout: after ``prepare()`` and after each ``update_for_spec_dec()`` (which calls
+``on_update_kv_lens()`` on DSA metadata), i.e. wherever kernels read them. Not after the
+announcement nor after the restore: :attr:`Event.guaranteed` says which is which.
+
+Usage::
+
+    from regress.dsa.lifecycle import Forward, run_forwards, serving_forwards
+
+    events = run_forwards(md, serving_forwards(batch_size=8, max_draft_len=4, generations=3),
+                          max_draft_len=4, observer=lambda event, md: ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("announce", "prepare", "draft_begin", "draft_step", "restore")
+"""Stage names of :class:`Event`, in the order they occur within one forward."""
+
+GUARANTEED_STAGES = frozenset({"prepare", "draft_begin", "draft_step"})
+"""Stages after which upstream guarantees the derived buffers describe the current layout."""
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One scheduled forward: the batch layout the executor hands the metadata.
+
+    Attributes:
+        seq_lens: new tokens per request, contexts first (upstream batches contexts first).
+        num_contexts: how many leading requests are contexts.
+        cached: tokens already in the KV cache per request (the executor's
+            ``num_cached_tokens_per_seq``); default 0 for contexts and 8 for generations.
+        num_accepted: per request, accepted tokens counting the bonus one (1..K+1), as
+            upstream's ``num_accepted_tokens``; contexts always 1. Default: all 1.
+        request_ids: default ``0..n-1``.
+        draft_seq_lens: the layout draft step 0 collapses the batch to. Default all ones, as
+            MTP-Eagle's ``_seq_lens[:bs].fill_(1)``; other drafters re-lay the batch out
+            differently (tree drafts; ``speculative/pard.py`` gives each generation request
+            ``2K`` draft tokens), which is what a map refresh that only handles all-ones (the
+            closed PR #17240) gets wrong.
+    """
+
+    seq_lens: tuple[int, ...]
+    num_contexts: int = 0
+    cached: tuple[int, ...] | None = None
+    num_accepted: tuple[int, ...] | None = None
+    request_ids: tuple[int, ...] | None = None
+    draft_seq_lens: tuple[int, ...] | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.seq_lens)
+
+    def cached_lens(self) -> list[int]:
+        if self.cached is not None:
+            return list(self.cached)
+        return [0] * self.num_contexts + [8] * (self.batch_size - self.num_contexts)
+
+    def accepted(self) -> list[int]:
+        if self.num_accepted is not None:
+            return list(self.num_accepted)
+        return [1] * self.batch_size
+
+
+@dataclass(frozen=True)
+class Event:
+    """One point of the lifecycle, passed to the observer after the transition it names.
+
+    Attributes:
+        forward: index of the forward in the sequence.
+        stage: one of :data:`STAGES`.
+        step: the draft step for ``draft_step`` (0 = the collapse), else None.
+        guaranteed: whether upstream guarantees here that derived buffers match the layout.
+    """
+
+    forward: int
+    stage: str
+    step: int | None = None
+    guaranteed: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "guaranteed", self.stage in GUARANTEED_STAGES)
+
+
+Observer = Callable[[Event, Any], None]
+LayoutSetter = Callable[[Any, Forward], None]
+Announcer = Callable[[Any, Forward, int], None]
+
+
+def set_layout(metadata: Any, forward: Forward) -> None:
+    """What the executor's ``_prepare_inputs`` sets before ``prepare()``, for the mirrors.
+
+    The real upstream classes take the cached lengths through ``kv_cache_params``; a sandbox
+    driving them passes its own setter to :func:`run_forwards`.
+    """
+    import torch
+
+    metadata.request_ids = list(forward.request_ids or range(forward.batch_size))
+    if hasattr(metadata, "cached_token_lens"):
+        metadata.cached_token_lens = forward.cached_lens()
+    metadata.seq_lens = torch.tensor(forward.seq_lens, dtype=torch.int32)
+    metadata.num_contexts = forward.num_contexts
+
+
+def announce(metadata: Any, forward: Forward, max_draft_len: int) -> None:
+    """The executor's per-forward ``update_spec_dec_param`` call (linear MTP drafts, no tree)."""
+    metadata.update_spec_dec_param(
+        batch_size=forward.batch_size,
+        is_spec_decoding_enabled=max_draft_len > 0,
+        is_spec_dec_tree=False,
+        is_spec_dec_dynamic_tree=False,
+        max_draft_len=max_draft_len,
+        max_total_draft_tokens=max_draft_len,
+    )
+
+
+def draft_loop(
+    metadata: Any,
+    max_draft_len: int,
+    num_accepted: Sequence[int],
+    *,
+    draft_seq_lens: Sequence[int] | None = None,
+    emit: Callable[[str, int | None], None] = lambda stage, step: None,
+) -> None:
+    """The metadata side of one MTP-Eagle draft loop after a prepared target forward.
+
+    Args:
+        metadata: prepared metadata (the target forward's layout).
+        max_draft_len: K, the number of draft steps.
+        num_accepted: accepted tokens per request counting the bonus (1..K+1).
+        draft_seq_lens: the layout step 0 collapses to (default all ones; see :class:`Forward`).
+        emit: called with ``(stage, step)`` after each transition.
+    """
+    import torch
+
+    bs = metadata.num_seqs
+    num_contexts = metadata.num_contexts
+    metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
+    emit("draft_begin", None)
+    for i in range(max_draft_len):
+        if i == 0:
+            if draft_seq_lens is None:
+                metadata._seq_lens[:bs].fill_(1)
+                metadata._seq_lens_cuda[:bs].fill_(1)
+            else:
+                lens = torch.tensor(list(draft_seq_lens), dtype=torch.int32)
+                metadata._seq_lens[:bs].copy_(lens)
+                metadata._seq_lens_cuda[:bs].copy_(lens)
+            metadata.on_update()
+            if getattr(metadata, "kv_cache_manager", None) is not None:
+                request_types = getattr(metadata, "host_request_types", None)
+                if request_types is not None:
+                    request_types[: metadata.num_contexts].fill_(1)
+                metadata.num_contexts = 0
+            kv = getattr(metadata, "kv_lens_cuda", None)
+            if kv is not None:
+                acc = torch.tensor(
+                    list(num_accepted)[num_contexts:bs], dtype=kv.dtype, device=kv.device
+                )
+                kv[num_contexts:bs] -= max_draft_len - acc
+                kv[:num_contexts] += 1
+        else:
+            kv = getattr(metadata, "kv_lens_cuda", None)
+            if kv is not None:
+                kv[:bs] += 1
+        metadata.update_for_spec_dec()
+        emit("draft_step", i)
+    metadata.restore_from_spec_dec()
+    metadata.on_update()
+    emit("restore", None)
+
+
+def run_forwards(
+    metadata: Any,
+    forwards: Iterable[Forward],
+    *,
+    max_draft_len: int,
+    observer: Observer | None = None,
+    layout: LayoutSetter = set_layout,
+    announcer: Announcer = announce,
+) -> list[Event]:
+    """Drive ``metadata`` through upstream's per-forward sequence for each of ``forwards``.
+
+    Args:
+        metadata: a freshly built metadata object (``seq_lens`` never set, as upstream builds
+            it) or one that already served forwards.
+        forwards: the scheduled batches, in order.
+        max_draft_len: K; 0 runs no draft loop (speculation off).
+        observer: ``observer(event, metadata)`` after every transition.
+        layout: sets the batch layout before ``prepare()`` (default :func:`set_layout`).
+        announcer: the per-forward announcement (default :func:`announce`); a sandbox driving an
+            older upstream signature passes its own.
+
+    Returns:
+        Every event, in order (the observer saw the same ones).
+    """
+    events: list[Event] = []
+
+    for index, forward in enumerate(forwards):
+
+        def emit(stage: str, step: int | None = None, _index: int = index) -> None:
+            event = Event(_index, stage, step)
+            events.append(event)
+            if observer is not None:
+                observer(event, metadata)
+
+        announcer(metadata, forward, max_draft_len)
+        emit("announce")
+        layout(metadata, forward)
+        metadata.prepare()
+        emit("prepare")
+        if max_draft_len > 0:
+            draft_loop(
+                metadata,
+                max_draft_len,
+                forward.accepted(),
+                draft_seq_lens=forward.draft_seq_lens,
+                emit=emit,
+            )
+    return events
+
+
+def serving_forwards(
+    *,
+    batch_size: int,
+    max_draft_len: int,
+    generations: int,
+    prompt_len: int = 8,
+    accepted: Callable[[int, int], int] | None = None,
+    draft_seq_lens: Sequence[int] | None = None,
+) -> list[Forward]:
+    """A context forward for ``batch_size`` prompts, then ``generations`` MTP verify forwards.
+
+    Args:
+        batch_size: requests, all admitted in the first forward.
+        max_draft_len: K; generation forwards carry ``1 + K`` tokens per request.
+        generations: verify forwards after the context one.
+        prompt_len: tokens per prompt.
+        accepted: ``accepted(forward_index, request) -> 1..K+1`` (bonus counted); default
+            varies per request so that rewinds differ across the batch.
+        draft_seq_lens: the draft layout of every generation forward (default all ones).
+    """
+    pick = accepted or (lambda f, r: 1 + (f + r) % (max_draft_len + 1))
+    out = [
+        Forward(
+            seq_lens=(prompt_len,) * batch_size,
+            num_contexts=batch_size,
+            cached=(0,) * batch_size,
+        )
+    ]
+    cached = [prompt_len] * batch_size
+    for f in range(1, generations + 1):
+        acc = tuple(pick(f, r) for r in range(batch_size))
+        out.append(
+            Forward(
+                seq_lens=(1 + max_draft_len,) * batch_size,
+                cached=tuple(cached),
+                num_accepted=acc,
+                draft_seq_lens=tuple(draft_seq_lens) if draft_seq_lens is not None else None,
+            )
+        )
+        cached = [c + a for c, a in zip(cached, acc, strict=True)]
+    return out
+
+
+__all__ = [
+    "GUARANTEED_STAGES",
+    "STAGES",
+    "Event",
+    "Forward",
+    "announce",
+    "draft_loop",
+    "run_forwards",
+    "serving_forwards",
+    "set_layout",
+]
