@@ -41,7 +41,13 @@ def check_req_idx_map(metadata: Any) -> list[Violation]:
 
     The layout is the host ``seq_lens`` (what ``on_update()`` counted); the device mirror
     ``seq_lens_cuda`` is checked against it too, since the refresh reads the device copy.
+    Metadata without a layout yet (``seq_lens`` is ``None``: upstream builds it so, see
+    ``regress.dsa.lifecycle``) or without a map has nothing to check.
     """
+    if getattr(metadata, "seq_lens", None) is None:
+        return []
+    if getattr(metadata, "req_idx_per_token", None) is None:
+        return []
     seq_lens = _host_list(metadata.seq_lens)
     num_tokens = int(metadata.num_tokens)
     out: list[Violation] = []
@@ -100,9 +106,14 @@ def check_req_idx_map(metadata: Any) -> list[Violation]:
 
 
 def check_kv_lens_2d_width(metadata: Any) -> list[Violation]:
-    """``kv_lens_cuda_2d`` has at least ``next_n`` columns and a row per generation request."""
-    g = int(metadata.num_generations)
-    if g <= 0 or not hasattr(metadata, "kv_lens_cuda_2d"):
+    """``kv_lens_cuda_2d`` has at least ``next_n`` columns and a row per generation request.
+
+    Nothing to check before the first layout or where the buffer is not allocated (``None``).
+    """
+    if getattr(metadata, "kv_lens_cuda_2d", None) is None:
+        return []
+    g = int(metadata.num_generations or 0)
+    if g <= 0:
         return []
     next_n = (int(metadata.num_tokens) - int(metadata.num_ctx_tokens)) // g
     rows, cols = (int(x) for x in metadata.kv_lens_cuda_2d.shape)

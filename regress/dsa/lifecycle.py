@@ -62,6 +62,12 @@ STAGES = ("announce", "prepare", "draft_begin", "draft_step", "restore")
 GUARANTEED_STAGES = frozenset({"prepare", "draft_begin", "draft_step"})
 """Stages after which upstream guarantees the derived buffers describe the current layout."""
 
+GUARANTEED_AFTER = frozenset({"prepare", "on_update_kv_lens", "update_for_spec_dec"})
+"""Metadata methods after whose return upstream guarantees the derived buffers match the layout:
+the ones every :data:`GUARANTEED_STAGES` stage ends with (DSA's ``update_for_spec_dec`` calls
+``on_update_kv_lens``). Not ``update_spec_dec_param`` (it runs before the layout is set, on
+``seq_lens=None`` or on the layout the last restore left) nor ``on_update`` (counts only)."""
+
 
 @dataclass(frozen=True)
 class Forward:
@@ -306,6 +312,7 @@ def serving_forwards(
 
 
 __all__ = [
+    "GUARANTEED_AFTER",
     "GUARANTEED_STAGES",
     "STAGES",
     "Event",

@@ -2,11 +2,18 @@
 
 ``Sentinel().attach(metadata)`` wraps the lifecycle methods upstream callers use (``prepare``,
 ``on_update``, ``on_update_kv_lens``, ``update_for_spec_dec``, ``update_spec_dec_param``) on that
-one instance. After the outermost wrapped call returns it checks the contracts of
-``regress.dsa.invariants``: the token-to-request map agrees with the layout, and the 2-D kv-lens
-buffer is wide enough for the generation ``next_n``. ``on_update()`` alone is not checked for the
-map: upstream refreshes the map in ``on_update_kv_lens()``, and only a layout change that reaches
-the kernels without that refresh is a bug.
+one instance and counts their calls. It checks the contracts of ``regress.dsa.invariants`` (the
+token-to-request map agrees with the layout, the 2-D kv-lens buffer is wide enough for the
+generation ``next_n``) only where upstream guarantees them: after the outermost ``prepare()``,
+``on_update_kv_lens()`` or ``update_for_spec_dec()`` returns
+(``regress.dsa.lifecycle.GUARANTEED_AFTER``; the lifecycle module cites the upstream sources).
+Never after ``update_spec_dec_param()``: upstream calls it first in every forward, on a fresh
+metadata whose ``seq_lens`` is ``None`` and later on the layout the draft loop's restore left,
+whose map is legitimately still in the draft-step layout. Never after ``on_update()`` alone: it
+recounts, and upstream refreshes the map in ``on_update_kv_lens()``.
+
+The sentinel never raises into the engine it watches: a check that fails internally is recorded
+as a violation with ``check="sentinel_error"`` (so no run that hit one reads as clean).
 
 Checks read device buffers back, which a CUDA graph under capture forbids. During capture the
 sentinel instead records device-side snapshots of the layout and the map (plain copies, captured
@@ -24,6 +31,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from regress.dsa.invariants import Violation, check_kv_lens_2d_width, check_req_idx_map
+from regress.dsa.lifecycle import GUARANTEED_AFTER
 
 HOOKED = (
     "prepare",
@@ -32,9 +40,8 @@ HOOKED = (
     "update_for_spec_dec",
     "update_spec_dec_param",
 )
-CHECKED_AFTER = frozenset(
-    {"prepare", "on_update_kv_lens", "update_for_spec_dec", "update_spec_dec_param"}
-)
+CHECKED_AFTER = GUARANTEED_AFTER
+SENTINEL_ERROR = "sentinel_error"
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class Sentinel:
         self.num_violations = 0
         self.calls: dict[str, int] = dict.fromkeys(HOOKED, 0)
         self.checks_run = 0
+        self.errors = 0
         self._snapshots: list[_Snapshot] = []
         self._seen: set[tuple] = set()
         self._attached: list[tuple[weakref.ref, dict[str, Any]]] = []
@@ -145,12 +153,26 @@ class Sentinel:
             state["index"] += 1
             sentinel.calls[name] += 1
             if state["depth"] == 0 and name in CHECKED_AFTER:
-                sentinel._observe(md, name, state["index"])
+                sentinel._guarded(sentinel._observe, md, name, state["index"])
             return result
 
         return hooked
 
     # -- checking -----------------------------------------------------------------------------
+    def _guarded(self, check: Any, md: Any, site: str, index: int, phase: str = "eager") -> None:
+        """Run ``check``; an exception inside it is recorded, never raised into the engine."""
+        try:
+            check(md, site, index)
+        except Exception as exc:  # the engine must survive a broken check
+            self.errors += 1
+            error = Violation(
+                SENTINEL_ERROR,
+                f"the sentinel's own check failed at {site}: {exc!r}; the run's contracts were "
+                "not verified there (report it as a regress bug)",
+                {"error": repr(exc)},
+            )
+            self._record(error, site, phase, index, md)
+
     def _observe(self, md: Any, site: str, index: int) -> None:
         if _capturing():
             self._snapshot(md, site, index)
@@ -162,7 +184,11 @@ class Sentinel:
             self._record(v, site, "eager", index, md)
 
     def _snapshot(self, md: Any, site: str, index: int) -> None:
-        n, t = md.num_seqs, md.num_tokens
+        seq_lens_cuda = getattr(md, "seq_lens_cuda", None)
+        req_idx = getattr(md, "req_idx_per_token", None)
+        if md.seq_lens is None or seq_lens_cuda is None or req_idx is None:
+            return  # no layout yet, or no map: nothing upstream guarantees to check
+        n, t = int(md.seq_lens.shape[0]), int(md.num_tokens)
         kv2d = getattr(md, "kv_lens_cuda_2d", None)
         self._snapshots.append(
             _Snapshot(
@@ -172,8 +198,8 @@ class Sentinel:
                 num_tokens=t,
                 num_generations=md.num_generations,
                 num_ctx_tokens=md.num_ctx_tokens,
-                seq_lens=md.seq_lens_cuda[:n].clone(),  # captured copy, refreshed per replay
-                req_idx=md.req_idx_per_token[:t].clone(),
+                seq_lens=seq_lens_cuda[:n].clone(),  # captured copy, refreshed per replay
+                req_idx=req_idx[:t].clone(),
                 kv2d_shape=tuple(kv2d.shape) if kv2d is not None else None,
             )
         )
@@ -181,21 +207,25 @@ class Sentinel:
     def after_replay(self) -> None:
         """Check the snapshots captured with the graphs: call after ``graph.replay()``."""
         for snap in self._snapshots:
-            self.checks_run += 1
-            view = SimpleNamespace(
-                seq_lens=snap.seq_lens.cpu(),
-                seq_lens_cuda=None,
-                num_tokens=snap.num_tokens,
-                req_idx_per_token=snap.req_idx,
-                num_generations=snap.num_generations,
-                num_ctx_tokens=snap.num_ctx_tokens,
-            )
-            found = check_req_idx_map(view)
-            if snap.kv2d_shape is not None:
-                view.kv_lens_cuda_2d = SimpleNamespace(shape=snap.kv2d_shape)
-                found += check_kv_lens_2d_width(view)
-            for v in found:
-                self._record(v, snap.site, "replay", snap.call_index, view, backend=snap.backend)
+            self._guarded(self._check_snapshot, snap, snap.site, snap.call_index, "replay")
+
+    def _check_snapshot(self, snap: _Snapshot, site: str, index: int) -> None:
+        """Check one captured snapshot (the copies the last replay refreshed)."""
+        self.checks_run += 1
+        view = SimpleNamespace(
+            seq_lens=snap.seq_lens.cpu(),
+            seq_lens_cuda=None,
+            num_tokens=snap.num_tokens,
+            req_idx_per_token=snap.req_idx,
+            num_generations=snap.num_generations,
+            num_ctx_tokens=snap.num_ctx_tokens,
+        )
+        found = check_req_idx_map(view)
+        if snap.kv2d_shape is not None:
+            view.kv_lens_cuda_2d = SimpleNamespace(shape=snap.kv2d_shape)
+            found += check_kv_lens_2d_width(view)
+        for v in found:
+            self._record(v, snap.site, "replay", snap.call_index, view, backend=snap.backend)
 
     def flush(self) -> None:
         """Run any checks still owed (captured snapshots): call when a run ends."""
@@ -205,7 +235,11 @@ class Sentinel:
     def _record(
         self, v: Violation, site: str, phase: str, index: int, md: Any, backend=None
     ) -> None:
-        layout = [int(x) for x in md.seq_lens.tolist()]
+        if isinstance(md, _Snapshot):
+            backend, lens = md.backend, md.seq_lens
+        else:
+            lens = getattr(md, "seq_lens", None)
+        layout = [int(x) for x in lens.tolist()] if lens is not None else []
         key = (v.check, site, phase, tuple(layout), v.message)
         if key in self._seen:
             return
@@ -231,6 +265,7 @@ class Sentinel:
             "calls": dict(self.calls),
             "checks_run": self.checks_run,
             "violations": self.num_violations,
+            "errors": self.errors,
         }
 
 

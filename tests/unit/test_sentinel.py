@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from regress.dsa import sentinel as sentinel_module
+from regress.dsa.lifecycle import run_forwards, serving_forwards
 from regress.dsa.sentinel import Sentinel
 from regress.reference.layerwise import create_run_pack
 from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
@@ -118,3 +119,101 @@ def test_wrapped_methods_keep_their_names(name):
     md = make_dsa_metadata(max_num_requests=2, max_num_tokens=8, defects=())
     Sentinel().attach(md)
     assert getattr(md, name).__name__ == name
+
+
+# -- the sentinel under upstream's lifecycle (regress.dsa.lifecycle) ---------------------------
+
+
+def _serve(defects=(), *, b=8, k=4, generations=3, sentinel=None, observer=None, **kw):
+    md = make_dsa_metadata(
+        max_num_requests=b, max_num_tokens=b * max(k + 1, 8), max_draft_tokens=0, defects=defects
+    )
+    s = (sentinel or Sentinel()).attach(md)
+    run_forwards(
+        md,
+        serving_forwards(batch_size=b, max_draft_len=k, generations=generations, **kw),
+        max_draft_len=k,
+        observer=observer,
+    )
+    return s
+
+
+def test_fresh_metadata_with_no_layout_does_not_crash_the_run():
+    """Item 1 of issue 11: upstream announces before the first layout exists (seq_lens None)."""
+    s = _serve()
+    assert s.calls["update_spec_dec_param"] == 4
+    assert s.violations == []
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_post_fix_build_passes_the_full_lifecycle_at_batch_8(k):
+    """Item 2 of issue 11: no false stale flag from the map left in draft layout by the restore."""
+    s = _serve(k=k)
+    assert s.violations == [] and s.num_violations == 0
+    assert s.checks_run >= 4 * (1 + k)
+
+
+@pytest.mark.parametrize(
+    ("defects", "kw"),
+    [({"stale_req_idx"}, {}), ({"arange_only_refresh"}, {"draft_seq_lens": [4] * 8})],
+)
+def test_pre_fix_and_partial_fix_layouts_are_flagged(defects, kw):
+    s = _serve(defects, **kw)
+    assert s.violations
+    assert {v.site for v in s.violations} <= {"update_for_spec_dec", "on_update_kv_lens"}
+    assert {v.check for v in s.violations} == {"req_idx_map"}
+
+
+def _capture_draft_loops(monkeypatch, sentinel_box):
+    """Observer that runs every draft loop "under capture" and replays at the restore, as the
+    CUDA-graph path does (the graph holds the draft loop; checks are owed to the replay)."""
+
+    def observer(event, md):
+        if event.stage == "draft_begin":
+            monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
+        elif event.stage == "restore":
+            monkeypatch.setattr(sentinel_module, "_capturing", lambda: False)
+            sentinel_box[0].after_replay()
+
+    return observer
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_post_fix_build_passes_the_lifecycle_with_cuda_graphs(monkeypatch, k):
+    box = [Sentinel()]
+    s = _serve(k=k, sentinel=box[0], observer=_capture_draft_loops(monkeypatch, box))
+    s.flush()
+    assert s.violations == [] and s.checks_run >= 4 * (1 + k)
+
+
+@pytest.mark.parametrize(
+    ("defects", "kw"),
+    [({"stale_req_idx"}, {}), ({"arange_only_refresh"}, {"draft_seq_lens": [4] * 8})],
+)
+def test_pre_fix_and_partial_fix_flagged_with_cuda_graphs(monkeypatch, defects, kw):
+    box = [Sentinel()]
+    s = _serve(defects, sentinel=box[0], observer=_capture_draft_loops(monkeypatch, box), **kw)
+    assert s.violations and {v.phase for v in s.violations} == {"replay"}
+
+
+def test_checking_at_the_announcement_is_what_crashed_and_misflagged(monkeypatch):
+    """The old rule (check after update_spec_dec_param too), put back: it reads the layout the
+    restore left behind and flags a correct build; so the rule, not luck, keeps the run clean."""
+    monkeypatch.setattr(
+        sentinel_module, "CHECKED_AFTER", sentinel_module.CHECKED_AFTER | {"update_spec_dec_param"}
+    )
+    s = _serve()
+    assert s.violations
+    assert {v.site for v in s.violations} == {"update_spec_dec_param"}
+
+
+def test_an_internal_error_in_a_check_is_reported_not_raised(monkeypatch):
+    def broken(md):
+        raise RuntimeError("check blew up")
+
+    monkeypatch.setattr(sentinel_module, "check_req_idx_map", broken)
+    s = _serve(generations=1)
+    assert s.violations
+    assert {v.check for v in s.violations} == {"sentinel_error"}
+    assert "check blew up" in s.violations[0].message
+    assert s.summary()["errors"] >= 1

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from regress.dsa.lifecycle import run_forwards, serving_forwards
 from regress.trtllm import hooks
 from regress.trtllm.gates import sentinel_failures
 
@@ -420,13 +421,9 @@ def test_hook_on_the_reference_mirror_catches_the_stale_map(tmp_path, defects, s
     original_init = vars(DSAtrtllmAttentionMetadata)["__init__"]
     config = hooks.HookConfig(str(tmp_path / "sink"), ("regress.reference.metadata",))
     with hooks.sentinel_session(config, factory=ContractSentinel):
-        md = scenarios.make_dsa_metadata(
-            max_num_requests=4, max_num_tokens=64, max_draft_tokens=3, defects=defects
-        )
-        scenarios.prepare_layout(md, [4, 4, 4, 4])
-        for _ in scenarios.draft_loop(md, max_draft_len=3, num_accepted=[3, 1, 0, 2]):
-            pass
-        md.prepare()  # the next forward: written by then
+        md = scenarios.make_dsa_metadata(max_num_requests=4, max_num_tokens=64, defects=defects)
+        forwards = serving_forwards(batch_size=4, max_draft_len=3, generations=2)
+        run_forwards(md, forwards, max_draft_len=3)  # upstream's order: regress.dsa.lifecycle
     report = hooks.read_report(tmp_path / "sink")
     assert len(report.attached) == 1
     assert bool(report.violations) is stale
@@ -444,11 +441,10 @@ def test_the_real_sentinel_is_the_default_and_its_records_say_where(tmp_path):
     assert config.sentinel == "regress.dsa.sentinel:Sentinel"
     with hooks.sentinel_session(config):
         md = scenarios.make_dsa_metadata(
-            max_num_requests=4, max_num_tokens=64, max_draft_tokens=3, defects=["stale_req_idx"]
+            max_num_requests=4, max_num_tokens=64, defects=["stale_req_idx"]
         )
-        scenarios.prepare_layout(md, [4, 4, 4, 4])
-        for _ in scenarios.draft_loop(md, max_draft_len=3, num_accepted=[3, 1, 0, 2]):
-            pass
+        forwards = serving_forwards(batch_size=4, max_draft_len=3, generations=2)
+        run_forwards(md, forwards, max_draft_len=3)
     report = hooks.read_report(tmp_path / "sink")
     assert report.errors == [] and len(report.attached) == 1
     assert report.violations, "the real sentinel must see the stale map"
@@ -459,6 +455,22 @@ def test_the_real_sentinel_is_the_default_and_its_records_say_where(tmp_path):
         "update_for_spec_dec",
     }
     assert first["backend"] == "DSAtrtllmAttentionMetadata"
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_the_real_sentinel_is_clean_on_a_fixed_build_through_upstreams_lifecycle(tmp_path, k):
+    # Issue 11 items 1-2: attached at construction (seq_lens None, as upstream builds it) and run
+    # through several forwards at batch 8, the default sentinel must neither crash the engine at
+    # the first update_spec_dec_param nor flag the map the restore leaves in draft layout.
+    from regress.reference import scenarios
+
+    config = hooks.HookConfig(str(tmp_path / "sink"), ("regress.reference.metadata",))
+    with hooks.sentinel_session(config):
+        md = scenarios.make_dsa_metadata(max_num_requests=8, max_num_tokens=64, defects=())
+        forwards = serving_forwards(batch_size=8, max_draft_len=k, generations=3)
+        run_forwards(md, forwards, max_draft_len=k)
+    report = hooks.read_report(tmp_path / "sink")
+    assert report.clean, (report.violations[:2], report.errors[:2])
 
 
 def test_replay_hooks_run_once_per_process_and_are_undone(fake, tmp_path):
