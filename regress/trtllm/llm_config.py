@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from regress.acceptance.engines.trtllm import graph_batch_sizes as _graph_batch_sizes
-from regress.errors import MissingDependencyError, UsageError
+from regress.errors import EngineError, MissingDependencyError, UsageError
 
 
 def graph_batch_sizes(max_batch: int) -> tuple[int, ...]:
@@ -121,18 +121,26 @@ def _field_names(cls: type) -> set[str]:
 
 
 def mtp_kwargs(config_cls: type, max_draft_len: int, one_model: bool) -> dict[str, Any]:
-    """``MTPDecodingConfig`` arguments for the TensorRT-LLM at hand.
+    """``MTPDecodingConfig`` arguments that give K draft tokens on the TensorRT-LLM at hand.
 
-    Newer releases take ``max_draft_len``; older ones only ``num_nextn_predict_layers`` (upstream
-    tests still pass the latter). Picking by the declared fields lets one spec drive commits from
-    both sides of the rename during a bisect.
+    ``num_nextn_predict_layers=K`` whenever the class declares it, as upstream's own
+    ``TestDeepSeekV32`` passes it: it is the one spelling every release read honours.
+    ``max_draft_len`` is an inherited ``DecodingBaseConfig`` field, so declaring it proves
+    nothing: in the ~1.2 ``tensorrt_llm/llmapi/llm_args.py`` the after-validator
+    ``MTPDecodingConfig.set_max_total_draft_tokens`` sets ``max_draft_len =
+    num_nextn_predict_layers`` (default 1), silently turning ``max_draft_len=4`` into K = 1;
+    releases between map ``num_nextn_predict_layers`` onto ``max_draft_len`` in ``__init__``
+    (read through the code index of NVIDIA/TensorRT-LLM; the oldest read, @ fcd3f316, has only
+    ``num_nextn_predict_layers``). ``max_draft_len`` is passed only to a class without
+    ``num_nextn_predict_layers`` (a release that dropped the deprecated name) or one that
+    declares no fields at all. :func:`effective_draft_len` checks the result either way.
     """
     names = _field_names(config_cls)
     kwargs: dict[str, Any] = {}
-    if "max_draft_len" in names or not names:
-        kwargs["max_draft_len"] = max_draft_len
-    else:
+    if "num_nextn_predict_layers" in names:
         kwargs["num_nextn_predict_layers"] = max_draft_len
+    else:
+        kwargs["max_draft_len"] = max_draft_len
     if "mtp_eagle_one_model" in names or not names:
         kwargs["mtp_eagle_one_model"] = one_model
     elif one_model is False:
@@ -141,6 +149,42 @@ def mtp_kwargs(config_cls: type, max_draft_len: int, one_model: bool) -> dict[st
             "be requested on this TensorRT-LLM"
         )
     return kwargs
+
+
+def effective_draft_len(config: Any) -> int | None:
+    """The K a built ``MTPDecodingConfig`` will run with, or None when it does not say.
+
+    ``max_draft_len`` once the validators have run (what the executor reads), else
+    ``num_nextn_predict_layers`` (releases before ``max_draft_len`` existed). None only for
+    objects exposing neither, such as test doubles.
+    """
+    for name in ("max_draft_len", "num_nextn_predict_layers"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def build_mtp_config(llmapi: Any, max_draft_len: int, one_model: bool = True) -> Any:
+    """Build ``llmapi.MTPDecodingConfig`` for K draft tokens and prove it will run K.
+
+    Raises:
+        EngineError: when the built config reports another K, with both numbers, so that a
+            case (or a bisect step) never compares K = 4 against a silent K = 1.
+    """
+    cls = llmapi.MTPDecodingConfig
+    kwargs = mtp_kwargs(cls, max_draft_len, one_model)
+    config = cls(**kwargs)
+    effective = effective_draft_len(config)
+    if effective is not None and effective != max_draft_len:
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise EngineError(
+            f"asked for K={max_draft_len} draft tokens but {cls.__name__}({args}) reports "
+            f"max_draft_len={effective} on this TensorRT-LLM: the case would run K={effective}. "
+            "Check how this release spells the draft length (llmapi/llm_args.py "
+            "MTPDecodingConfig) and update regress.trtllm.llm_config.mtp_kwargs"
+        )
+    return config
 
 
 def to_llm_kwargs(spec: LlmSpec, llmapi: Any = None) -> dict[str, Any]:
@@ -154,6 +198,7 @@ def to_llm_kwargs(spec: LlmSpec, llmapi: Any = None) -> dict[str, Any]:
 
     Raises:
         MissingDependencyError: when ``llmapi`` is None and tensorrt_llm is not importable.
+        EngineError: when the MTP config would not run the spec's K (:func:`build_mtp_config`).
     """
     if llmapi is None:
         try:
@@ -167,8 +212,8 @@ def to_llm_kwargs(spec: LlmSpec, llmapi: Any = None) -> dict[str, Any]:
         "model": spec.model,
         "tensor_parallel_size": spec.tensor_parallel_size,
         "max_batch_size": spec.max_batch_size,
-        "speculative_config": llmapi.MTPDecodingConfig(
-            **mtp_kwargs(llmapi.MTPDecodingConfig, spec.max_draft_len, spec.mtp_eagle_one_model)
+        "speculative_config": build_mtp_config(
+            llmapi, spec.max_draft_len, spec.mtp_eagle_one_model
         ),
         "cuda_graph_config": (
             llmapi.CudaGraphConfig(

@@ -7,11 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from regress.errors import MissingDependencyError, UsageError
+from regress.errors import EngineError, MissingDependencyError, UsageError
+from regress.trtllm import llm_config
 from regress.trtllm.llm_config import (
     LlmSpec,
+    build_mtp_config,
     build_spec,
     describe,
+    effective_draft_len,
     graph_batch_sizes,
     mtp_kwargs,
     to_llm_kwargs,
@@ -19,7 +22,7 @@ from regress.trtllm.llm_config import (
 
 
 class _Config:
-    """A stand-in for a pydantic config class: records its keyword arguments."""
+    """A stand-in for a pydantic config class: records its keyword arguments as attributes."""
 
     model_fields: tuple[str, ...] = ()
 
@@ -28,14 +31,32 @@ class _Config:
         if unknown:
             raise TypeError(f"unexpected {sorted(unknown)}")
         self.kwargs = kwargs
+        for name in self.model_fields:
+            setattr(self, name, kwargs.get(name))
 
 
 class MTPDecodingConfig(_Config):
+    """The ~1.2 shape (llmapi/llm_args.py): ``max_draft_len`` inherited from
+    ``DecodingBaseConfig``, ``num_nextn_predict_layers`` defaulting to 1, and an after-validator
+    ``set_max_total_draft_tokens`` that overwrites ``max_draft_len`` with it."""
+
     model_fields = (
         "max_draft_len",
         "num_nextn_predict_layers",
         "mtp_eagle_one_model",
     )
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        if self.num_nextn_predict_layers is None:
+            self.num_nextn_predict_layers = 1
+        self.max_draft_len = self.num_nextn_predict_layers  # the after-validator
+
+
+class NoNextnMTPDecodingConfig(_Config):
+    """A release that dropped the deprecated ``num_nextn_predict_layers``."""
+
+    model_fields = ("max_draft_len", "mtp_eagle_one_model")
 
 
 class OldMTPDecodingConfig(_Config):
@@ -47,6 +68,16 @@ class OldMTPDecodingConfig(_Config):
 
 class AncientMTPDecodingConfig(_Config):
     model_fields = ("num_nextn_predict_layers",)
+
+
+class StuckAtOneMTPDecodingConfig(_Config):
+    """Ignores whatever K it is given (a release whose spelling regress does not know yet)."""
+
+    model_fields = ("max_draft_len", "mtp_eagle_one_model")
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.max_draft_len = 1
 
 
 class CudaGraphConfig(_Config):
@@ -138,7 +169,11 @@ def test_kwargs_hold_the_real_config_objects():
     assert kwargs["max_batch_size"] == 32
     assert kwargs["load_format"] == "auto"
     assert kwargs["enable_iter_perf_stats"] is True
-    assert kwargs["speculative_config"].kwargs == {"max_draft_len": 3, "mtp_eagle_one_model": True}
+    assert kwargs["speculative_config"].kwargs == {
+        "num_nextn_predict_layers": 3,
+        "mtp_eagle_one_model": True,
+    }
+    assert kwargs["speculative_config"].max_draft_len == 3
     assert kwargs["cuda_graph_config"].kwargs == {
         "batch_sizes": [1, 2, 4, 8, 16, 32],
         "enable_padding": True,
@@ -179,6 +214,10 @@ def test_dummy_spec_kwargs():
 
 def test_mtp_draft_length_field_follows_the_release():
     assert mtp_kwargs(MTPDecodingConfig, 4, True) == {
+        "num_nextn_predict_layers": 4,
+        "mtp_eagle_one_model": True,
+    }
+    assert mtp_kwargs(NoNextnMTPDecodingConfig, 4, True) == {
         "max_draft_len": 4,
         "mtp_eagle_one_model": True,
     }
@@ -190,6 +229,39 @@ def test_mtp_draft_length_field_follows_the_release():
     assert mtp_kwargs(AncientMTPDecodingConfig, 3, True) == {"num_nextn_predict_layers": 3}
     with pytest.raises(UsageError, match="two-model MTP-Eagle cannot"):
         mtp_kwargs(AncientMTPDecodingConfig, 3, False)
+
+
+@pytest.mark.parametrize("cls", [MTPDecodingConfig, NoNextnMTPDecodingConfig, OldMTPDecodingConfig])
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_every_release_shape_runs_the_requested_k(cls, k):
+    config = build_mtp_config(SimpleNamespace(MTPDecodingConfig=cls), k)
+    assert effective_draft_len(config) == k
+
+
+def test_the_old_rule_silently_ran_k1_on_a_12_era_build(monkeypatch):
+    """Issue 11 item 3: passing max_draft_len because the field is declared (inherited) lets the
+    ~1.2 after-validator reset K to num_nextn_predict_layers = 1. Put the old rule back: the
+    check now refuses the case, naming both numbers."""
+    monkeypatch.setattr(
+        llm_config,
+        "mtp_kwargs",
+        lambda cls, k, one: {"max_draft_len": k, "mtp_eagle_one_model": one},
+    )
+    with pytest.raises(EngineError, match=r"K=4 .*max_draft_len=1"):
+        build_mtp_config(LLMAPI, 4)
+
+
+def test_a_config_that_ignores_k_fails_the_case_with_both_numbers():
+    llmapi = SimpleNamespace(**{**vars(LLMAPI), "MTPDecodingConfig": StuckAtOneMTPDecodingConfig})
+    spec = build_spec("/m", batch_size=8, max_draft_len=4, cuda_graph=False)
+    with pytest.raises(EngineError, match=r"asked for K=4 .* reports max_draft_len=1"):
+        to_llm_kwargs(spec, llmapi)
+
+
+def test_effective_draft_len_reads_what_the_executor_reads():
+    assert effective_draft_len(SimpleNamespace(max_draft_len=3, num_nextn_predict_layers=1)) == 3
+    assert effective_draft_len(SimpleNamespace(max_draft_len=None, num_nextn_predict_layers=2)) == 2
+    assert effective_draft_len(SimpleNamespace()) is None
 
 
 def test_old_release_gets_num_nextn_predict_layers():

@@ -206,14 +206,12 @@ class TrtllmAcceptanceEngine:
         )
 
     def _build_llm(self, batch_size: int, max_draft_len: int) -> Any:
+        # Imported here: llm_config imports this module (graph_batch_sizes).
+        from regress.trtllm.llm_config import build_mtp_config
+
         llmapi = importlib.import_module("tensorrt_llm.llmapi")
-        try:
-            spec = llmapi.MTPDecodingConfig(max_draft_len=max_draft_len, mtp_eagle_one_model=True)
-        except (TypeError, ValueError):
-            # Older releases named K num_nextn_predict_layers.
-            spec = llmapi.MTPDecodingConfig(
-                num_nextn_predict_layers=max_draft_len, mtp_eagle_one_model=True
-            )
+        # The spelling each release honours, and a check that the built config runs K.
+        spec = build_mtp_config(llmapi, max_draft_len, one_model=True)
         kwargs: dict[str, Any] = {
             "model": self.model,
             "speculative_config": spec,
