@@ -15,15 +15,17 @@ Baseline = Report | UpstreamReference
 def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> UpstreamReference:
     """Read one entry of an upstream-style ``acceptance_length.yaml``.
 
-    The file maps test keys to ``{ref_al, min_al}``. Like upstream's ``assert_acceptance_length``,
-    a missing ``min_al`` falls back to ``0.95 * ref_al`` only when ``ref_al`` is known.
+    The file maps test keys to ``{ref_al, min_al}``. As upstream's
+    ``tests/integration/defs/accuracy/accuracy_core.py::assert_acceptance_length`` (which raises
+    ``ValueError`` on ``min_al: null``, "not yet populated"), an entry without ``min_al`` is
+    refused, whatever ``ref_al`` says: a stub must not silently become a gate of our choosing.
 
     Args:
         path: the YAML file.
         key: the test key; may be omitted when the file has exactly one entry.
 
     Raises:
-        UsageError: unreadable file, unknown key, or an entry with neither ``min_al`` nor ``ref_al``.
+        UsageError: unreadable file, unknown key, or an entry with ``min_al: null``.
     """
     import yaml
 
@@ -51,11 +53,12 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
     entry = data[key] or {}
     ref_al = entry.get("ref_al")
     min_al = entry.get("min_al")
-    if min_al is None and ref_al is not None:
-        min_al = 0.95 * float(ref_al)
     if min_al is None:
         raise UsageError(
-            f"baseline entry '{key}' in {path} has min_al: null and ref_al: null; populate it first"
+            f"baseline entry '{key}' in {path} has min_al: null (not yet populated; upstream's "
+            "assert_acceptance_length refuses it too). Populate it (upstream: "
+            "TRTLLM_POPULATE_ACCEPTANCE_LENGTH=1 writes ref_al and min_al = 0.95 * ref_al) or "
+            "pick another key"
         )
     return UpstreamReference(
         key=str(key),

@@ -26,17 +26,21 @@ TOLERANCE = 0.05
 
 @dataclass(frozen=True)
 class ModelCase:
-    """One model of the matrix and how to run it.
+    """One model of the matrix and how to run it, as upstream's own test of it runs it.
 
     Attributes:
-        test_class: the test class name (also the ``acceptance_length.yaml`` key prefix).
+        test_class: upstream's test class name (the prefix of our ``acceptance_length.yaml``
+            keys and of the artifact directories).
         checkpoint: directory name under ``$LLM_MODELS_ROOT``.
         tensor_parallel_size: TP; the GPU count needed.
         moe_expert_parallel_size: EP, or None for TensorRT-LLM's default.
         min_sm: oldest architecture the checkpoint runs on.
         min_memory_mib: per-GPU memory floor, or None.
-        moe_backend: ``MoeConfig(backend=...)`` on Hopper-class GPUs, or None for the default.
-        moe_backend_blackwell: the same on sm100+, or None for the default.
+        options: ``LlmSpec`` fields upstream's test sets, on every architecture.
+        blackwell_options: fields upstream sets on sm100+ only (override ``options``).
+        upstream_test: the upstream test these settings were read from (path, commit, id).
+        acceptance_key: upstream's ``acceptance_length.yaml`` key for this model's MTP test.
+        acceptance_draft_len: the K that key was measured at; only cases at that K use it.
         why: why TP and architecture are what they are (shown in docs and reports).
     """
 
@@ -46,8 +50,11 @@ class ModelCase:
     moe_expert_parallel_size: int | None
     min_sm: int
     min_memory_mib: int | None
-    moe_backend: str | None
-    moe_backend_blackwell: str | None
+    options: tuple[tuple[str, Any], ...]
+    blackwell_options: tuple[tuple[str, Any], ...]
+    upstream_test: str
+    acceptance_key: str | None
+    acceptance_draft_len: int | None
     why: str
 
     @property
@@ -59,10 +66,15 @@ class ModelCase:
             min_memory_mib=self.min_memory_mib,
         )
 
+    def spec_options(self, sm: int | None) -> dict[str, Any]:
+        """The ``LlmSpec`` fields for a GPU of compute capability ``sm`` (None: not known)."""
+        chosen = dict(self.options)
+        if sm is not None and sm >= BLACKWELL:
+            chosen.update(self.blackwell_options)
+        return chosen
+
     def moe_backend_for(self, sm: int | None) -> str | None:
-        if sm is not None and sm >= BLACKWELL and self.moe_backend_blackwell is not None:
-            return self.moe_backend_blackwell
-        return self.moe_backend
+        return self.spec_options(sm).get("moe_backend")
 
 
 DEEPSEEK_V32 = ModelCase(
@@ -72,30 +84,57 @@ DEEPSEEK_V32 = ModelCase(
     moe_expert_parallel_size=8,
     min_sm=HOPPER,
     min_memory_mib=140_000,
-    moe_backend=None,
-    moe_backend_blackwell="DEEPGEMM",
+    options=(("free_gpu_memory_fraction", 0.7),),
+    blackwell_options=(
+        ("moe_backend", "DEEPGEMM"),
+        ("moe_max_num_tokens", 16384),
+        ("free_gpu_memory_fraction", 0.6),
+    ),
+    upstream_test=(
+        "tests/integration/defs/accuracy/test_llm_api_pytorch.py::TestDeepSeekV32::"
+        "test_fp8_blockscale[baseline_mtp1]; the Blackwell MoE settings are those of upstream "
+        "commit c3ba00714b (PR #12823, 'Fix DeepSeekV32 test_fp8_blockscale[baseline_mtp1] OOM "
+        "on Blackwell'), as read for issue 11"
+    ),
+    acceptance_key="TestDeepSeekV32::test_fp8_blockscale[baseline_mtp1]",
+    acceptance_draft_len=1,
     why=(
         "DeepSeek-V3.2-Exp-hf is the native FP8 checkpoint, about 690 GB of weights: it cannot "
         "load on 1 GPU and does not fit 4 x 141 GB with KV cache left over, so every upstream "
         "TestDeepSeekV32 id runs TP=8, EP=8 on >= 140 GB GPUs (skip_less_mpi_world_size(8), "
         "skip_less_device_memory(140000)); one 8 x H200 node is the smallest machine. DSA's "
-        "DeepGEMM indexer kernels need Hopper or newer. On Blackwell upstream picks the DEEPGEMM "
-        "MoE backend for this checkpoint, so does this case."
+        "DeepGEMM indexer kernels need Hopper or newer. On Blackwell upstream runs "
+        "MoeConfig(backend='DEEPGEMM', max_num_tokens=16384) with "
+        "free_gpu_memory_fraction=0.6 (the OOM fix of PR #12823); so does this case."
     ),
 )
 
 GLM52 = ModelCase(
-    test_class="TestGLM52",
+    test_class="TestGLM52NVFP4",
     checkpoint="GLM-5.2-NVFP4",
-    tensor_parallel_size=4,
-    moe_expert_parallel_size=None,
+    tensor_parallel_size=8,
+    moe_expert_parallel_size=8,
     min_sm=BLACKWELL,
     min_memory_mib=None,
-    moe_backend=None,
-    moe_backend_blackwell=None,
+    options=(
+        ("moe_backend", "CUTEDSL"),
+        ("max_seq_len", 8192),
+        ("free_gpu_memory_fraction", 0.7),
+    ),
+    blackwell_options=(),
+    upstream_test=(
+        "tests/integration/defs/accuracy/test_glm52.py::TestGLM52NVFP4::test_mtp_index_share "
+        "@ 29c0516aff38c6a2bfd1429d847db2b746e808be (tp_size=8, ep_size=8, "
+        "MoeConfig(backend='CUTEDSL'), max_seq_len=8192, free_gpu_memory_fraction=0.7, "
+        "MTPDecodingConfig(max_draft_len=3), skip_pre_blackwell, skip_less_mpi_world_size(8))"
+    ),
+    acceptance_key="TestGLM52NVFP4::test_mtp_index_share",
+    acceptance_draft_len=3,
     why=(
-        "The configuration the stale-map bug was measured on (GLM-5.2-NVFP4, TP=4, 80 prompts, "
-        "greedy, K=4: AL 3.283 -> 3.766 at batch 8); NVFP4 weights need Blackwell."
+        "Upstream's TestGLM52NVFP4 runs GLM-5.2-NVFP4 at TP=8, EP=8 on the CuteDSL MoE backend "
+        "with max_seq_len=8192 (test_glm52.py, every id skip_less_mpi_world_size(8)); NVFP4 "
+        "weights need Blackwell. The stale-map bug was first measured on the same checkpoint "
+        "at TP=4 (AL 3.283 -> 3.766 at batch 8, K=4)."
     ),
 )
 
@@ -130,18 +169,25 @@ class Case:
     def reference_keys(self, test_name: str = "test_acceptance") -> tuple[str, ...]:
         """``acceptance_length.yaml`` keys for this case's ``min_al``, most specific first.
 
-        AL does not depend on the batch size when nothing is broken, so entries are keyed by K
-        and the graph setting (``TestGLM52::test_acceptance[k4-eager]``), then by K alone.
+        At the K upstream's own MTP test runs (``ModelCase.acceptance_draft_len``), upstream's
+        key comes first, so pointing the gate at upstream's real ``acceptance_length.yaml``
+        gates those cases by upstream's reference. Then regress's own keys: AL does not depend
+        on the batch size when nothing is broken, so they name K and the graph setting
+        (``TestGLM52NVFP4::test_acceptance[k4-eager]``), then K alone.
         """
         graph = "graph" if self.cuda_graph else "eager"
         base = f"{self.model.test_class}::{test_name}"
-        return (f"{base}[k{self.max_draft_len}-{graph}]", f"{base}[k{self.max_draft_len}]")
+        own = (f"{base}[k{self.max_draft_len}-{graph}]", f"{base}[k{self.max_draft_len}]")
+        upstream = self.model.acceptance_key
+        if upstream is not None and self.max_draft_len == self.model.acceptance_draft_len:
+            return (upstream, *own)
+        return own
 
     def spec(self, model_dir: Path | str, *, sm: int | None = None, **options: Any) -> LlmSpec:
         """The ``LLM`` spec for this case with the checkpoint at ``model_dir``."""
         defaults: dict[str, Any] = {
             "moe_expert_parallel_size": self.model.moe_expert_parallel_size,
-            "moe_backend": self.model.moe_backend_for(sm),
+            **self.model.spec_options(sm),
         }
         defaults.update(options)
         return build_spec(

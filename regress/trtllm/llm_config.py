@@ -38,6 +38,7 @@ class LlmSpec:
         load_format: ``"auto"`` for real weights, ``"dummy"`` for random weights from config.json.
         enable_iter_perf_stats: needed for ``llm.get_stats()`` spec-decoding counters.
         moe_backend: ``MoeConfig(backend=...)``, or None for the default.
+        moe_max_num_tokens: ``MoeConfig(max_num_tokens=...)``, or None for the default.
         enable_attention_dp: attention data parallelism.
         max_seq_len: or None for the checkpoint's limit.
         skip_tokenizer_init: for dummy checkpoints that ship no tokenizer (prompts are token ids).
@@ -57,6 +58,7 @@ class LlmSpec:
     load_format: str = "auto"
     enable_iter_perf_stats: bool = True
     moe_backend: str | None = None
+    moe_max_num_tokens: int | None = None
     enable_attention_dp: bool = False
     max_seq_len: int | None = None
     skip_tokenizer_init: bool = False
@@ -232,8 +234,16 @@ def to_llm_kwargs(spec: LlmSpec, llmapi: Any = None) -> dict[str, Any]:
     }
     if spec.moe_expert_parallel_size is not None:
         kwargs["moe_expert_parallel_size"] = spec.moe_expert_parallel_size
-    if spec.moe_backend is not None:
-        kwargs["moe_config"] = llmapi.MoeConfig(backend=spec.moe_backend)
+    moe = {
+        name: value
+        for name, value in (
+            ("backend", spec.moe_backend),
+            ("max_num_tokens", spec.moe_max_num_tokens),
+        )
+        if value is not None
+    }
+    if moe:
+        kwargs["moe_config"] = llmapi.MoeConfig(**moe)
     if spec.enable_attention_dp:
         kwargs["enable_attention_dp"] = True
     if spec.max_seq_len is not None:

@@ -41,9 +41,19 @@ def test_ids_and_references():
     assert case.reference == Case(GLM52, 1, 4, True)
     assert case.reference.reference == case.reference
     assert case.reference_keys() == (
-        "TestGLM52::test_acceptance[k4-graph]",
-        "TestGLM52::test_acceptance[k4]",
+        "TestGLM52NVFP4::test_acceptance[k4-graph]",
+        "TestGLM52NVFP4::test_acceptance[k4]",
     )
+
+
+def test_upstream_keys_gate_the_k_upstream_measured():
+    """Issue 11: our cases must answer to upstream's own acceptance_length.yaml keys."""
+    glm = Case(GLM52, 8, 3, True).reference_keys()
+    assert glm[0] == "TestGLM52NVFP4::test_mtp_index_share"
+    dsv = Case(DEEPSEEK_V32, 32, 1, False).reference_keys()
+    assert dsv[0] == "TestDeepSeekV32::test_fp8_blockscale[baseline_mtp1]"
+    # Another K is another reference: upstream's entry does not apply.
+    assert "TestGLM52NVFP4::test_mtp_index_share" not in Case(GLM52, 8, 4, True).reference_keys()
 
 
 def test_model_requirements():
@@ -51,7 +61,7 @@ def test_model_requirements():
     assert (DEEPSEEK_V32.needs.gpus, DEEPSEEK_V32.needs.min_sm) == (8, HOPPER)
     assert DEEPSEEK_V32.needs.min_memory_mib == 140_000
     assert GLM52.needs.checkpoint == "GLM-5.2-NVFP4"
-    assert (GLM52.needs.gpus, GLM52.needs.min_sm) == (4, BLACKWELL)
+    assert (GLM52.needs.gpus, GLM52.needs.min_sm) == (8, BLACKWELL)
     assert "690 GB" in DEEPSEEK_V32.why and "TP=8" in DEEPSEEK_V32.why
 
 
@@ -62,10 +72,23 @@ def test_spec_of_a_case():
     assert spec.max_batch_size == 32 and spec.max_draft_len == 3
     assert spec.cuda_graph_batch_sizes == (1, 2, 4, 8, 16, 32)
     assert spec.moe_backend is None  # Hopper: TensorRT-LLM's default
-    assert Case(DEEPSEEK_V32, 8, 3, False).spec("/m", sm=100).moe_backend == "DEEPGEMM"
+    assert spec.moe_max_num_tokens is None and spec.free_gpu_memory_fraction == 0.7
+    blackwell = Case(DEEPSEEK_V32, 8, 3, False).spec("/m", sm=100)
+    assert (blackwell.moe_backend, blackwell.moe_max_num_tokens) == ("DEEPGEMM", 16384)
+    assert blackwell.free_gpu_memory_fraction == 0.6
     assert (
         Case(GLM52, 8, 4, False)
         .spec("/m", sm=100, free_gpu_memory_fraction=0.5)
         .free_gpu_memory_fraction
         == 0.5
     )
+
+
+def test_glm52_runs_as_upstreams_test_mtp_index_share():
+    """test_glm52.py @ 29c0516a: TP=8/EP=8, MoeConfig(backend="CUTEDSL"), max_seq_len=8192."""
+    spec = Case(GLM52, 8, 3, True).spec("/m", sm=100)
+    assert (spec.tensor_parallel_size, spec.moe_expert_parallel_size) == (8, 8)
+    assert (spec.moe_backend, spec.max_seq_len) == ("CUTEDSL", 8192)
+    assert spec.free_gpu_memory_fraction == 0.7
+    assert "test_glm52.py::TestGLM52NVFP4::test_mtp_index_share" in GLM52.upstream_test
+    assert "test_fp8_blockscale[baseline_mtp1]" in DEEPSEEK_V32.upstream_test

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from regress.acceptance.stats import summarize
 from regress.acceptance.trace import RequestTrace
+from regress.errors import UsageError
+from regress.trtllm.cases import DEEPSEEK_V32, GLM52, Case
 from regress.trtllm.gates import judge_case, upstream_reference
 from regress.trtllm.hooks import SentinelReport
 
@@ -93,7 +96,7 @@ def test_k1_never_shows_the_bug(batch1):
 
 
 def test_min_al_from_the_yaml_applies_to_its_prompt_set(batch1):
-    keys = ("TestGLM52::test_acceptance[k4-eager]", "TestGLM52::test_acceptance[k4]")
+    keys = ("TestGLM52NVFP4::test_acceptance[k4-eager]", "TestGLM52NVFP4::test_acceptance[k4]")
     yaml_path = DATA / "acceptance_length.yaml"
     assert upstream_reference(yaml_path, keys, prompt_set="prompts") is None
     reference = upstream_reference(yaml_path, keys, prompt_set="mt_bench")
@@ -110,9 +113,51 @@ def test_missing_file_or_key_means_no_min_al_gate(tmp_path):
     assert upstream_reference(None, ("A::b",)) is None
     assert upstream_reference(tmp_path / "none.yaml", ("A::b",)) is None
     path = tmp_path / "refs.yaml"
-    path.write_text("TestX::test_acceptance[k3]:\n  ref_al: 3.0\n")
+    path.write_text("TestX::test_acceptance[k3]:\n  ref_al: 3.0\n  min_al: 2.85\n")
     assert upstream_reference(path, ("TestX::test_acceptance[k4]",)) is None
     reference = upstream_reference(
         path, ("TestX::test_acceptance[k3-graph]", "TestX::test_acceptance[k3]")
     )
     assert reference.min_al == pytest.approx(2.85)
+
+
+# -- upstream's own keys gate our cases (issue 11) --------------------------------------------
+
+UPSTREAM_YAML = DATA / "upstream_acceptance_length.yaml"
+
+
+@pytest.mark.parametrize(
+    ("case", "key"),
+    [
+        (Case(GLM52, 8, 3, True), "TestGLM52NVFP4::test_mtp_index_share"),
+        (Case(DEEPSEEK_V32, 32, 1, False), "TestDeepSeekV32::test_fp8_blockscale[baseline_mtp1]"),
+    ],
+)
+def test_an_upstream_shaped_file_gates_a_case_by_its_upstream_key(case, key):
+    reference = upstream_reference(UPSTREAM_YAML, case.reference_keys(), prompt_set="prompts")
+    assert reference is not None and reference.key == key
+
+
+def test_the_old_keys_left_the_upstream_file_without_effect():
+    """What pointing REGRESS_TRTLLM_ACCEPTANCE_YAML at upstream's file did before issue 11."""
+    old = ("TestGLM52::test_acceptance[k3-graph]", "TestGLM52::test_acceptance[k3]")
+    assert upstream_reference(UPSTREAM_YAML, old, prompt_set="prompts") is None
+
+
+def test_a_null_min_al_raises_as_upstream_does(tmp_path):
+    path = tmp_path / "refs.yaml"
+    path.write_text("TestGLM52NVFP4::test_mtp_index_share:\n  ref_al: 3.4\n  min_al: null\n")
+    with pytest.raises(UsageError, match="min_al: null"):
+        upstream_reference(path, Case(GLM52, 8, 3, True).reference_keys())
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REGRESS_UPSTREAM_DATA"),
+    reason="set REGRESS_UPSTREAM_DATA to a folder holding upstream's acceptance_length.yaml",
+)
+def test_the_real_upstream_file_gates_both_models():
+    path = Path(os.environ["REGRESS_UPSTREAM_DATA"]) / "acceptance_length.yaml"
+    for case in (Case(GLM52, 8, 3, True), Case(DEEPSEEK_V32, 8, 1, True)):
+        reference = upstream_reference(path, case.reference_keys(), prompt_set="prompts")
+        assert reference is not None and reference.key == case.model.acceptance_key
+        assert reference.min_al > 1.0

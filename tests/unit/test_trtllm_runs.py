@@ -118,7 +118,7 @@ def test_run_case_measures_and_watches(tmp_path, fake_dsa):
     assert result.spec.max_batch_size == 8
     assert result.wall_seconds >= 0
     saved = json.loads(result.save(tmp_path / "artifacts").read_text())
-    assert (saved["test_class"], saved["case"]) == ("TestGLM52", "b8-k4-eager")
+    assert (saved["test_class"], saved["case"]) == ("TestGLM52NVFP4", "b8-k4-eager")
     assert saved["stats"]["acceptance_length"] == pytest.approx(5.0)
     assert saved["sentinel"] == {"attached": 1, "violations": [], "errors": []}
     assert saved["spec"]["max_batch_size"] == 8
@@ -189,11 +189,11 @@ def test_acceptance_engine_gets_the_whole_spec():
         def __init__(self, **kwargs):
             seen.update(kwargs)
 
-    spec = Case(GLM52, 32, 4, True).spec("/models/GLM-5.2-NVFP4", moe_backend="CUTEDSL")
+    spec = Case(GLM52, 32, 4, True).spec("/models/GLM-5.2-NVFP4", sm=100)
     acceptance_engine(spec, llmapi=LLMAPI, engine_cls=Engine)
     assert seen["model"] == "/models/GLM-5.2-NVFP4"
     assert seen["cuda_graph"] is True
-    assert seen["tensor_parallel_size"] == 4
+    assert seen["tensor_parallel_size"] == 8
     llm_kwargs = seen["llm_kwargs"]
     assert "model" not in llm_kwargs
     assert llm_kwargs["max_batch_size"] == 32
