@@ -131,7 +131,8 @@ class TestDeepSeekV32:
 @pytest.mark.trtllm
 @pytest.mark.gpu(count=GLM52.tensor_parallel_size)
 class TestGLM52:
-    """GLM-5.2 NVFP4 (DSA with cross-layer indexer sharing), TP=4, Blackwell."""
+    """GLM-5.2 NVFP4 (DSA with cross-layer indexer sharing) as upstream's TestGLM52NVFP4: TP=8 EP=8,
+    CuteDSL MoE, max_seq_len 8192, Blackwell; see ``GLM52.upstream_test``."""
 
     @pytest.mark.parametrize("case", _params(GLM52))
     def test_acceptance(self, case, acceptance_runs, prompt_set):

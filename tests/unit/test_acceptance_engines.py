@@ -114,8 +114,9 @@ def fake_trtllm(monkeypatch):
             return _FakeStream(self, prompt, sampling_params)
 
         def get_stats(self, timeout):
-            # Mix dicts and JSON strings, as different releases return.
-            return [json.dumps(s) if i % 2 else s for i, s in enumerate(self.stats)]
+            # Drains, as upstream's executor queue does; dicts and JSON strings, as releases vary.
+            stats, self.stats = self.stats, []
+            return [json.dumps(s) if i % 2 else s for i, s in enumerate(stats)]
 
         def shutdown(self):
             self.shut_down = True

@@ -86,18 +86,68 @@ def iteration_counters(stats: Iterable[Any]) -> tuple[dict[str, int] | None, int
     return (totals if seen else None), max_scheduled
 
 
+STATS_POLL_SECONDS = 1.0
+"""How often iteration stats are drained during a run. TensorRT-LLM keeps only the newest
+``max_stats_len`` entries (default 1000) and drops older ones, so a run longer than 1000
+iterations read once at the end would lose its first iterations' ``specDecodingStats``."""
+STATS_TIMEOUT_SECONDS = 0.5
+
+
+def _drain_stats(llm: Any, timeout: float) -> list[Any]:
+    """One ``llm.get_stats(timeout)`` call: it returns (and removes) what the executor holds."""
+    return list(llm.get_stats(timeout=timeout) or [])
+
+
+async def _poll_stats(llm: Any, sink: list[Any], stop: asyncio.Event, interval: float) -> None:
+    """Drain iteration stats into ``sink`` every ``interval`` seconds until ``stop`` is set."""
+    while not stop.is_set():
+        sink.extend(await asyncio.to_thread(_drain_stats, llm, STATS_TIMEOUT_SECONDS))
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+        except TimeoutError:
+            continue
+
+
 async def _stream_all(
     llm: Any,
     prompts: Sequence[Prompt],
     sampling: Any,
     batch_size: int,
     progress: EngineProgress | None,
+    stats: list[Any] | None = None,
+    poll_seconds: float = STATS_POLL_SECONDS,
 ) -> list[_Streamed]:
     """Stream every prompt, keeping exactly ``batch_size`` requests in flight until the tail.
 
     A new request is submitted the moment one finishes, so the scheduler (capped by
     ``max_batch_size``) sees the requested batch size for the whole run, not just per wave.
+    With ``stats`` given, iteration stats are drained into it during the run (every
+    ``poll_seconds``) and once more after the last request, so none is lost to
+    ``max_stats_len``.
     """
+    stop = asyncio.Event()
+    poller = (
+        asyncio.create_task(_poll_stats(llm, stats, stop, poll_seconds))
+        if stats is not None
+        else None
+    )
+    try:
+        return await _stream_requests(llm, prompts, sampling, batch_size, progress)
+    finally:
+        if poller is not None:
+            stop.set()
+            await poller
+            stats.extend(await asyncio.to_thread(_drain_stats, llm, 2.0))
+
+
+async def _stream_requests(
+    llm: Any,
+    prompts: Sequence[Prompt],
+    sampling: Any,
+    batch_size: int,
+    progress: EngineProgress | None,
+) -> list[_Streamed]:
+    """The requests of :func:`_stream_all`, ``batch_size`` in flight."""
     gate = asyncio.Semaphore(batch_size)
     results: list[_Streamed | None] = [None] * len(prompts)
     done = 0
@@ -258,13 +308,18 @@ class TrtllmAcceptanceEngine:
                 f"TensorRT-LLM could not build an engine for {self.model} at batch {batch_size}, "
                 f"K={max_draft_len}: {exc}"
             ) from exc
+        stats: list[Any] = []
         try:
             streamed = asyncio.run(
                 _stream_all(
-                    llm, prompts, self._sampling_params(max_new_tokens), batch_size, progress
+                    llm,
+                    prompts,
+                    self._sampling_params(max_new_tokens),
+                    batch_size,
+                    progress,
+                    stats=stats if self.iter_stats else None,
                 )
             )
-            stats = llm.get_stats(timeout=2) if self.iter_stats else []
         except RegressError:
             raise
         except Exception as exc:
