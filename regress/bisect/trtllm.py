@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.errors import MissingDependencyError, UsageError
+from regress.trtllm.paths import ERAS as LAYOUT_ERAS
 
-#: DSA metadata module per era, newest first (trtllm-facts.md, "Where the code lives").
-ERAS: tuple[tuple[str, str], ...] = (
-    ("C", "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py"),
-    ("B", "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py"),
-    ("A", "tensorrt_llm/_torch/attention_backend/sparse/dsa.py"),
+#: DSA metadata module per era, newest first, as repository paths: a view of the one era table,
+#: ``regress.trtllm.paths.ERAS``.
+ERAS: tuple[tuple[str, str], ...] = tuple(
+    (era.name, f"tensorrt_llm/{era.dsa_metadata}") for era in LAYOUT_ERAS
 )
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)

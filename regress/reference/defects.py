@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import UsageError
 
 ENV_VAR = "REGRESS_DEFECTS"
@@ -59,7 +60,7 @@ DEFECTS: dict[str, Defect] = {
             "update_spec_dec_param(), so kv_lens_cuda_2d stays one column wide.",
             "TensorRT-LLM before PR #17247: Runner.create_run_pack() in "
             "tensorrt_llm/tools/layer_wise_benchmarks/runner.py",
-            "DeepGEMM aborts: DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)",
+            f"DeepGEMM aborts: {DEEPGEMM_ASSERT}",
         ),
         Defect(
             "method_hasattr_guard",

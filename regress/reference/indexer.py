@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-DEEPGEMM_ASSERT = "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)"
+from regress.dsa.announce import DEEPGEMM_ASSERT
+
+__all__ = [
+    "DEEPGEMM_ASSERT",
+    "DeepGemmAssertion",
+    "check_paged_mqa_logits_shapes",
+    "indexer_decode_shapes",
+]
 
 
 class DeepGemmAssertion(RuntimeError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import MissingDependencyError
 
 # Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
@@ -23,7 +24,6 @@ from regress.errors import MissingDependencyError
 # process, so each configuration runs in a child process (python -m regress.trtllm.layerwise) that
 # writes one JSON line per result as it goes.
 
-DEEPGEMM_ASSERTION = "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)"
 # DeepGEMM prints the failed condition, not the macro: match the condition, spacing-tolerant.
 _CONDITION = re.compile(r"batch_size\s*==\s*__batch_size\s+and\s+next_n\s*==\s*_next_n")
 
@@ -81,7 +81,7 @@ class ShapeResult:
             return f"{head}: ok"
         parts = []
         if self.deepgemm_assertion:
-            parts.append(f"DeepGEMM assertion ({DEEPGEMM_ASSERTION}): {self.deepgemm_assertion}")
+            parts.append(f"DeepGEMM assertion ({DEEPGEMM_ASSERT}): {self.deepgemm_assertion}")
         if self.error:
             parts.append(f"error: {self.error}")
         parts += [v.get("message", str(v)) for v in self.violations]

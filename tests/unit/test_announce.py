@@ -96,3 +96,18 @@ def test_bad_run_pack_input_is_a_usage_error(kwargs, needle):
     run_type = args.pop("run_type")
     with pytest.raises(UsageError, match=needle):
         create_run_pack(run_type, **args)
+
+
+def test_the_deepgemm_assert_string_is_defined_once():
+    """One fact in one place: every module imports regress.dsa.announce.DEEPGEMM_ASSERT."""
+    from pathlib import Path
+
+    import regress
+
+    root = Path(regress.__file__).parent
+    holders = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if "batch_size == __batch_size and next_n == _next_n" in p.read_text(encoding="utf-8")
+    ]
+    assert holders == ["dsa/announce.py"]

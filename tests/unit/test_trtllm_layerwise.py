@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
+from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import MissingDependencyError
 from regress.trtllm import layerwise
 from regress.trtllm.layerwise import (
-    DEEPGEMM_ASSERTION,
     ShapeCheck,
     ShapeResult,
     check_metadata,
@@ -60,7 +60,7 @@ def dsa(columns, *, seq_len_q=4, batch=32):
 
 def test_deepgemm_signature_is_found_only_where_it_is():
     assert find_deepgemm_assertion(ABORT) == ABORT
-    assert find_deepgemm_assertion("x\n" + DEEPGEMM_ASSERTION + "\ny") == DEEPGEMM_ASSERTION
+    assert find_deepgemm_assertion("x\n" + DEEPGEMM_ASSERT + "\ny") == DEEPGEMM_ASSERT
     assert find_deepgemm_assertion("batch_size==__batch_size   and next_n==_next_n") is not None
     assert find_deepgemm_assertion("CUDA error: out of memory") is None
     assert find_deepgemm_assertion("") is None and find_deepgemm_assertion(None) is None
@@ -123,7 +123,7 @@ def test_results_describe_themselves():
     ok = ShapeResult("dsa", 32, 1, ran=True)
     assert ok.ok and ok.describe() == "dsa GEN batch=32 seq_len_q=1: ok"
     crashed = ShapeResult("dsa", 32, 4, deepgemm_assertion=ABORT)
-    assert not crashed.ok and DEEPGEMM_ASSERTION in crashed.describe()
+    assert not crashed.ok and DEEPGEMM_ASSERT in crashed.describe()
     assert ShapeResult("dsa", 32, 4).describe().endswith("did not run")
     assert ShapeResult.from_dict({**ok.to_dict(), "unknown": 1}) == ok
 
