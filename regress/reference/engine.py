@@ -2,8 +2,9 @@
 
 ``ReferenceEngine.generate`` serves prompts with in-flight batching (up to ``batch_size`` requests
 at once, a finished request's slot refilled by the next prompt, contexts first in every batch) and
-runs, per iteration, the sequence of the upstream one-model MTP-Eagle worker
-(``tensorrt_llm/_torch/speculative/mtp.py::MTPEagleWorker.forward``): ``prepare()``, the target
+runs, per iteration, the sequence of the upstream executor and one-model MTP-Eagle worker
+(modelled once in ``regress.dsa.lifecycle``, which cites the upstream sources):
+``update_spec_dec_param()``, ``prepare()``, the target
 forward verifying ``1 + K`` tokens per generation request, greedy acceptance of the longest
 matching draft prefix, draft step 0 on the target layout, the collapse to one token per request
 (``seq_lens.fill_(1)``, ``on_update()``, kv lens rewound, ``update_for_spec_dec()``), then draft
@@ -49,8 +50,12 @@ def _weights(cfg: ModelConfig, device: Any) -> tuple[Weights, Weights]:
 
 
 @dataclass
-class RequestTrace:
-    """What one request produced: its tokens and the accepted-draft count of every verify step."""
+class ServedRequest:
+    """What one request produced: its tokens and the accepted-draft count of every verify step.
+
+    Not ``regress.acceptance.trace.RequestTrace``: that is the profiler's engine-neutral record,
+    which ``regress.acceptance.engines.reference`` builds from this one.
+    """
 
     prompt_index: int
     tokens: list[int] = field(default_factory=list)
@@ -61,7 +66,7 @@ class RequestTrace:
 class GenerationResult:
     """Per-request traces plus upstream-style iteration counters and the wall time."""
 
-    requests: list[RequestTrace]
+    requests: list[ServedRequest]
     batch_size: int
     max_draft_len: int
     wall_seconds: float
@@ -72,7 +77,7 @@ class GenerationResult:
 
 @dataclass
 class _Live:
-    trace: RequestTrace
+    trace: ServedRequest
     prompt: list[int]
     rid: int
     cached: int = 0  # tokens whose K/V are in the cache
@@ -271,15 +276,6 @@ class _Run:
             defects=engine.defects,
             device=self.dev,
         )
-        # What the executor announces in serving (the path bug 2's benchmark skipped).
-        self.md.update_spec_dec_param(
-            batch_size=batch_size,
-            is_spec_decoding_enabled=k > 0,
-            is_spec_dec_tree=False,
-            is_spec_dec_dynamic_tree=False,
-            max_draft_len=k,
-            max_total_draft_tokens=k,
-        )
         self.sentinel = None
         if engine.sentinel:
             from regress.dsa.sentinel import Sentinel
@@ -299,11 +295,11 @@ class _Run:
             self.graphs = DraftGraphs(self)
 
     # -- scheduling ---------------------------------------------------------------------------
-    def serve(self, progress) -> list[RequestTrace]:
+    def serve(self, progress) -> list[ServedRequest]:
         pending = list(range(len(self.prompts)))
         pending.reverse()
         live: list[_Live] = []
-        traces: list[RequestTrace] = [RequestTrace(i) for i in range(len(self.prompts))]
+        traces: list[ServedRequest] = [ServedRequest(i) for i in range(len(self.prompts))]
         done, next_rid = 0, 0
         while pending or live:
             while pending and len(live) < self.batch_size:
@@ -337,6 +333,16 @@ class _Run:
         import torch
 
         k, md = self.k, self.md
+        # What the executor announces first in every forward, before the layout is set
+        # (regress.dsa.lifecycle; the path bug 2's benchmark skipped).
+        md.update_spec_dec_param(
+            batch_size=len(live),
+            is_spec_decoding_enabled=k > 0,
+            is_spec_dec_tree=False,
+            is_spec_dec_dynamic_tree=False,
+            max_draft_len=k,
+            max_total_draft_tokens=k,
+        )
         ctx = [r for r in live if r.cached == 0]
         lens = [len(r.prompt) for r in ctx] + [1 + k] * (len(live) - len(ctx))
         tokens, positions = [], []
@@ -459,4 +465,4 @@ class _Run:
         return outs
 
 
-__all__ = ["MODEL_NAME", "GenerationResult", "ReferenceEngine", "RequestTrace"]
+__all__ = ["MODEL_NAME", "GenerationResult", "ReferenceEngine", "ServedRequest"]

@@ -216,8 +216,11 @@ class TrtllmAttentionMetadata(AttentionMetadata):
         # Unconditional, as upstream: this is the assignment bug 2's review traced to kernel
         # selection.
         self.max_total_draft_tokens = max_total_draft_tokens
-        if is_spec_decoding_enabled:
-            width = 1 + max_total_draft_tokens
+        width = 1 + max_total_draft_tokens
+        current = self.spec_decoding_position_offsets
+        # Allocated once per width: the executor announces every forward, and a CUDA graph holds
+        # on to the buffers it captured.
+        if is_spec_decoding_enabled and (current is None or current.shape[1] != width):
             self.spec_decoding_position_offsets = torch.zeros(
                 self.max_num_sequences, width, dtype=torch.int32, device=self.device
             )

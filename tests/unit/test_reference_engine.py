@@ -102,12 +102,18 @@ def test_arange_only_refresh_behaves_on_all_ones_draft_layouts():
 
 def test_arange_only_refresh_is_caught_on_tree_layouts():
     from regress.dsa.invariants import check_req_idx_map
-    from regress.reference.scenarios import make_dsa_metadata, prepare_layout, rewrite_layout
+    from regress.dsa.lifecycle import run_forwards, serving_forwards
+    from regress.reference.scenarios import make_dsa_metadata
 
     md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, defects={"arange_only_refresh"})
-    prepare_layout(md, [5, 5, 5, 5])
-    rewrite_layout(md, [3, 1, 4, 1])
-    assert [v.check for v in check_req_idx_map(md)] == ["req_idx_map"]
+    found = []
+    run_forwards(
+        md,
+        serving_forwards(batch_size=4, max_draft_len=3, generations=1, draft_seq_lens=[3, 1, 4, 1]),
+        max_draft_len=3,
+        observer=lambda e, md: found.extend(check_req_idx_map(md) if e.guaranteed else []),
+    )
+    assert {v.check for v in found} == {"req_idx_map"}
 
 
 # -- 5. unannounced_mtp_shapes -----------------------------------------------------------------
@@ -160,6 +166,70 @@ def test_sentinel_is_silent_on_correct_code_and_loud_on_a_stale_map():
     assert stale.sentinel_violations
     assert {v["check"] for v in stale.sentinel_violations} == {"req_idx_map"}
     assert {v["site"] for v in stale.sentinel_violations} == {"update_for_spec_dec"}
+
+
+LIFECYCLE_CALLS = ("update_spec_dec_param", "prepare", "update_for_spec_dec")
+
+
+def _recording_metadata(log):
+    from regress.reference.metadata import DSAtrtllmAttentionMetadata
+
+    class Recording(DSAtrtllmAttentionMetadata):
+        pass
+
+    for name in LIFECYCLE_CALLS:
+
+        def method(self, *args, _name=name, **kwargs):
+            log.append(_name)
+            return getattr(DSAtrtllmAttentionMetadata, _name)(self, *args, **kwargs)
+
+        setattr(Recording, name, method)
+    return Recording
+
+
+def _per_forward(log):
+    forwards, current = [], []
+    for name in log:
+        if name == "update_spec_dec_param" and current:
+            forwards.append(current)
+            current = []
+        current.append(name)
+    return [*forwards, current]
+
+
+def test_engine_calls_metadata_in_upstreams_order():
+    """The engine's forwards, seen from the metadata, are the lifecycle model's forwards."""
+    from regress.dsa.lifecycle import run_forwards, serving_forwards
+    from regress.reference.scenarios import make_dsa_metadata
+
+    engine_log: list[str] = []
+    ReferenceEngine(defects=(), metadata_cls=_recording_metadata(engine_log)).generate(
+        load_prompts(4), batch_size=4, max_draft_len=3, max_new_tokens=6
+    )
+    model_log: list[str] = []
+    md = make_dsa_metadata(max_num_requests=4, max_num_tokens=64, defects=())
+    for name in LIFECYCLE_CALLS:
+        inner = getattr(md, name)
+        setattr(md, name, lambda *a, _n=name, _f=inner, **k: (model_log.append(_n), _f(*a, **k)))
+    run_forwards(
+        md, serving_forwards(batch_size=4, max_draft_len=3, generations=1), max_draft_len=3
+    )
+    expected = _per_forward(model_log)[0]
+    assert expected == ["update_spec_dec_param", "prepare", *["update_for_spec_dec"] * 3]
+    assert all(forward == expected for forward in _per_forward(engine_log))
+
+
+def test_engine_announces_every_forward_so_the_old_sentinel_rule_misfires(monkeypatch):
+    """Issue 11 item 2 on the engine: it now announces per forward, as upstream, so a sentinel
+    still checking at update_spec_dec_param would flag this correct build."""
+    from regress.dsa import sentinel as sentinel_module
+
+    monkeypatch.setattr(
+        sentinel_module, "CHECKED_AFTER", sentinel_module.CHECKED_AFTER | {"update_spec_dec_param"}
+    )
+    engine = ReferenceEngine(defects=(), sentinel=True)
+    engine.generate(load_prompts(8), batch_size=8, max_draft_len=K, max_new_tokens=12)
+    assert {v["site"] for v in engine.sentinel_violations} == {"update_spec_dec_param"}
 
 
 def test_progress_reports_every_request_once():
