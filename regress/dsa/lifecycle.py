@@ -52,7 +52,7 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,29 +162,30 @@ def announce(metadata: Any, forward: Forward, max_draft_len: int) -> None:
     )
 
 
-def draft_loop(
+def iter_draft_loop(
     metadata: Any,
     max_draft_len: int,
     num_accepted: Sequence[int],
     *,
     draft_seq_lens: Sequence[int] | None = None,
-    emit: Callable[[str, int | None], None] = lambda stage, step: None,
-) -> None:
-    """The metadata side of one MTP-Eagle draft loop after a prepared target forward.
+) -> Iterator[tuple[str, int | None]]:
+    """The metadata side of one MTP-Eagle draft loop, yielding ``(stage, step)`` after each step.
+
+    A generator so that a caller can look at (or act on) the metadata between transitions; the
+    loop only advances when the caller asks for the next one. :func:`draft_loop` runs it through.
 
     Args:
         metadata: prepared metadata (the target forward's layout).
         max_draft_len: K, the number of draft steps.
         num_accepted: accepted tokens per request counting the bonus (1..K+1).
         draft_seq_lens: the layout step 0 collapses to (default all ones; see :class:`Forward`).
-        emit: called with ``(stage, step)`` after each transition.
     """
     import torch
 
     bs = metadata.num_seqs
     num_contexts = metadata.num_contexts
     metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
-    emit("draft_begin", None)
+    yield "draft_begin", None
     for i in range(max_draft_len):
         if i == 0:
             if draft_seq_lens is None:
@@ -212,10 +213,25 @@ def draft_loop(
             if kv is not None:
                 kv[:bs] += 1
         metadata.update_for_spec_dec()
-        emit("draft_step", i)
+        yield "draft_step", i
     metadata.restore_from_spec_dec()
     metadata.on_update()
-    emit("restore", None)
+    yield "restore", None
+
+
+def draft_loop(
+    metadata: Any,
+    max_draft_len: int,
+    num_accepted: Sequence[int],
+    *,
+    draft_seq_lens: Sequence[int] | None = None,
+    emit: Callable[[str, int | None], None] = lambda stage, step: None,
+) -> None:
+    """Run :func:`iter_draft_loop` to the end, calling ``emit(stage, step)`` after each step."""
+    for stage, step in iter_draft_loop(
+        metadata, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens
+    ):
+        emit(stage, step)
 
 
 def run_forwards(
@@ -319,6 +335,7 @@ __all__ = [
     "Forward",
     "announce",
     "draft_loop",
+    "iter_draft_loop",
     "run_forwards",
     "serving_forwards",
     "set_layout",

@@ -1,11 +1,9 @@
 """Lifecycles that drive metadata the way upstream callers do, and the contract battery over them.
 
-The draft-loop sequence mirrors the one-model MTP-Eagle worker
-(``tensorrt_llm/_torch/speculative/mtp.py::MTPEagleWorker.forward``, later
-``eagle3.py::Eagle3OneModelWorker``): target forward on ``1 + K`` tokens per generation request;
-at the end of draft step 0 ``seq_lens`` is filled with 1, ``on_update()`` runs, contexts become
-generations, ``kv_lens_cuda`` is rewound by the rejected drafts and ``update_for_spec_dec()`` runs;
-each later step adds 1 to ``kv_lens_cuda`` and calls ``update_for_spec_dec()`` again.
+The draft loop is ``regress.dsa.lifecycle``'s model of the one-model MTP-Eagle worker
+(``tensorrt_llm/_torch/speculative/eagle3.py::Eagle3OneModelWorker``, earlier
+``mtp.py::MTPEagleWorker.forward``), which cites the upstream sources; this module only adds the
+scenario battery over it.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from regress.dsa.invariants import (
     check_req_idx_map,
     snapshot_spec_state,
 )
+from regress.dsa.lifecycle import iter_draft_loop
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.indexer import DeepGemmAssertion
 from regress.reference.layerwise import create_run_pack, run_generation_step
@@ -84,33 +83,23 @@ def rewrite_layout(md: Any, seq_lens: Sequence[int]) -> None:
 
 
 def draft_loop(md: Any, *, max_draft_len: int, num_accepted: Sequence[int]) -> Iterator[str]:
-    """Run the metadata side of one MTP-Eagle draft loop after a prepared target forward.
+    """One MTP-Eagle draft loop after a prepared target forward, as upstream runs it.
 
-    Yields a stage name after every metadata transition so callers can check invariants there.
-    The metadata is restored afterwards, as upstream restores the saved fields.
+    A thin view of ``regress.dsa.lifecycle.iter_draft_loop`` (the one model of upstream's order)
+    for callers that check invariants between steps: yields ``"draft_step_0"`` before the
+    collapse, then ``"draft_step_<i>"`` after each later step's ``update_for_spec_dec()``; the
+    restore runs when the generator is exhausted.
+
+    Args:
+        num_accepted: accepted draft tokens per request (0..K); upstream counts the bonus token
+            too, so each is passed on plus one.
     """
-    bs = md.num_seqs
-    saved = (md.seq_lens.clone(), md.num_contexts, md.kv_lens_cuda[:bs].clone())
-    yield "draft_step_0"
-    md._seq_lens[:bs].fill_(1)
-    md._seq_lens_cuda[:bs].fill_(1)
-    md.on_update()
-    md.num_contexts = 0
-    rejected = [max_draft_len - a for a in num_accepted]
-    import torch
-
-    md.kv_lens_cuda[:bs] -= torch.tensor(rejected, dtype=torch.int32, device=md.device)
-    md.update_for_spec_dec()
-    for step in range(1, max_draft_len):
-        md.kv_lens_cuda[:bs] += 1
-        md.update_for_spec_dec()
-        yield f"draft_step_{step}"
-    lens, ctx, kv = saved
-    md._seq_lens[:bs].copy_(lens)
-    md._seq_lens_cuda[:bs].copy_(lens)
-    md.kv_lens_cuda[:bs].copy_(kv)
-    md.num_contexts = ctx
-    md.on_update()
+    accepted = [a + 1 for a in num_accepted]
+    for stage, step in iter_draft_loop(md, max_draft_len, accepted):
+        if stage == "draft_begin":
+            yield "draft_step_0"
+        elif stage == "draft_step" and step:
+            yield f"draft_step_{step}"
 
 
 def _tag(violations: list[Violation], scenario: str) -> list[Violation]:
