@@ -10,13 +10,15 @@ import importlib.abc
 import importlib.util
 import json
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from regress.trtllm.import_hooks import when_imported
+from regress.trtllm.sentinel_report import SentinelReport, read_report
 
 # How it reaches the objects. TensorRT-LLM builds its attention metadata deep inside the executor
 # (once per engine, again for each CUDA-graph batch size through ``copy.copy`` + ``__post_init__``)
@@ -262,63 +264,6 @@ def patch_class(cls: type, recorder: Recorder) -> Callable[[], None]:
     return undo
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Runs a callback right after one of the watched modules has executed."""
-
-    def __init__(self, names: Iterable[str], callback: Callable[[Any], None]) -> None:
-        self.names = set(names)
-        self.callback = callback
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in self.names:
-            return None
-        others = [f for f in sys.meta_path if f is not self]
-        for finder in others:
-            spec = (
-                finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            )
-            if spec is not None and spec.loader is not None:
-                spec.loader = _CallbackLoader(spec.loader, self.callback)
-                return spec
-        return None
-
-
-class _CallbackLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, callback: Callable[[Any], None]) -> None:
-        self.loader = loader
-        self.callback = callback
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self.loader.exec_module(module)
-        self.callback(module)
-
-    def __getattr__(self, name: str) -> Any:
-        # is_package, get_resource_reader, ...: whatever else importlib asks the real loader.
-        return getattr(self.loader, name)
-
-
-def when_imported(names: Iterable[str], callback: Callable[[Any], None]) -> Callable[[], None]:
-    """Call ``callback(module)`` for each watched module: now if imported, else once it is.
-
-    Returns the undo (removes the import hook).
-    """
-    names = tuple(names)
-    for name in names:
-        if name in sys.modules:
-            callback(sys.modules[name])
-    finder = _PostImportFinder(names, callback)
-    sys.meta_path.insert(0, finder)
-
-    def undo() -> None:
-        if finder in sys.meta_path:
-            sys.meta_path.remove(finder)
-
-    return undo
-
-
 @dataclass
 class Installation:
     """The hook installed in this process: its recorder and how to take it out again."""
@@ -387,38 +332,6 @@ def patch_mpi_pool(mpi_session_module: Any, config: HookConfig) -> Callable[[], 
     return undo
 
 
-@dataclass(frozen=True)
-class SentinelReport:
-    """What every process recorded: attachments, violations and hook errors."""
-
-    attached: list[dict[str, Any]]
-    violations: list[dict[str, Any]]
-    errors: list[dict[str, Any]]
-
-    @property
-    def clean(self) -> bool:
-        """True only when the sentinel ran (something attached) and saw nothing wrong."""
-        return bool(self.attached) and not self.violations and not self.errors
-
-
-def read_report(sink_dir: Path | str) -> SentinelReport:
-    """Merge the JSON-lines files of every process under ``sink_dir``."""
-    attached, violations, errors = [], [], []
-    for path in sorted(Path(sink_dir).glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # a worker killed mid-write leaves a torn last line
-                errors.append({"event": "error", "where": str(path), "error": f"bad line {line!r}"})
-                continue
-            {"attached": attached, "violation": violations}.get(record.get("event"), errors).append(
-                record
-            )
-    return SentinelReport(attached, violations, errors)
-
-
 @contextmanager
 def sentinel_session(
     config: HookConfig,
@@ -441,3 +354,19 @@ def sentinel_session(
         yield installation
     finally:
         installation.uninstall()
+
+
+__all__ = [
+    "HookConfig",
+    "Installation",
+    "Recorder",
+    "SentinelReport",
+    "install",
+    "install_in_worker",
+    "patch_class",
+    "patch_mpi_pool",
+    "read_report",
+    "resolve_factory",
+    "sentinel_session",
+    "when_imported",
+]

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from regress.dsa.lifecycle import run_forwards, serving_forwards
-from regress.trtllm import hooks
+from regress.trtllm import hooks, import_hooks
 from regress.trtllm.gates import sentinel_failures
 
 METADATA = """
@@ -284,7 +284,7 @@ def test_worker_initializer_runs_the_chained_one(fake):
     hooks.install_in_worker(fake.config, seen.append, ("chained",))
     assert seen == ["chained"]
     # install_in_worker hooks this process for good (it is a worker); undo it for the suite.
-    for finder in [f for f in sys.meta_path if isinstance(f, hooks._PostImportFinder)]:
+    for finder in [f for f in sys.meta_path if isinstance(f, import_hooks._PostImportFinder)]:
         if fake.module in finder.names:
             sys.meta_path.remove(finder)
 
