@@ -1,15 +1,19 @@
 """The DSA metadata contracts the two upstream bugs broke, as executable, device-agnostic code."""
 
-from regress.dsa.announce import announce_mtp_shapes
+from regress.dsa.announce import DEEPGEMM_ASSERT, announce_mtp_shapes
 from regress.dsa.invariants import (
     Violation,
     check_dense_untouched,
     check_kv_lens_2d_width,
     check_req_idx_map,
 )
+from regress.dsa.lifecycle import Event, Forward, run_forwards, serving_forwards
 from regress.dsa.mapping import build_req_idx_per_token, expected_req_idx_per_token
 
 __all__ = [
+    "DEEPGEMM_ASSERT",
+    "Event",
+    "Forward",
     "Violation",
     "announce_mtp_shapes",
     "build_req_idx_per_token",
@@ -17,4 +21,6 @@ __all__ = [
     "check_kv_lens_2d_width",
     "check_req_idx_map",
     "expected_req_idx_per_token",
+    "run_forwards",
+    "serving_forwards",
 ]
