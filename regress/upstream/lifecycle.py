@@ -1,0 +1,158 @@
+"""Scenarios over upstream call order: the sentinel's lifecycle and the layer-wise runner's guard.
+
+Scenario 3 drives one metadata object through the per-forward order found in upstream
+(``../shared/trtllm-facts.md``, "Lifecycle and config facts"): built without ``seq_lens``;
+``update_spec_dec_param()`` first (``model_engine.forward``), then the batch fields and
+``prepare()``, the draft loop, the restore after it (``restore_from_spec_dec()`` + ``on_update()``,
+``speculative/eagle3.py::_restore_attn_metadata_from_spec_dec``), and the next forward. The
+runtime :class:`~regress.dsa.sentinel.Sentinel` is attached throughout: it must neither crash nor
+flag a fixed build, and must flag a pre-fix one.
+"""
+
+from __future__ import annotations
+
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+from regress.dsa.announce import mtp_shape_params
+from regress.dsa.invariants import Violation
+from regress.upstream import SandboxGap
+from regress.upstream.contracts import check_announced_width
+from regress.upstream.eras import Upstream
+from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.scenarios import ScenarioResult, _accepted, draft_loop
+from regress.upstream.shells import Sandbox
+
+_SENTINEL_DIR = str(Path(__file__).resolve().parents[1] / "dsa")
+
+
+def _from_sentinel(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(_SENTINEL_DIR)
+
+
+def _set_batch(up: Upstream, md: Any, seq_lens: list[int], cached: list[int]) -> None:
+    """What ``_prepare_inputs`` does before ``prepare()``: the batch fields of this forward."""
+    import torch
+
+    for key, value in up.batch_kwargs(len(seq_lens), cached).items():
+        setattr(md, key, value)
+    md.seq_lens = torch.tensor(seq_lens, dtype=torch.int)
+    md.num_contexts = 0
+
+
+def sentinel_lifecycle(up: Upstream) -> list[ScenarioResult]:
+    """Scenario 3: the sentinel rides two forwards and one draft loop of real metadata."""
+    from regress.dsa.sentinel import Sentinel
+
+    out = []
+    for batch, k in ((4, 4), (8, 3)):
+        result = ScenarioResult(f"sentinel_lifecycle/b{batch}_k{k}")
+        kvm = FakeKVCacheManager(batch)
+        md = up.make_metadata(kvm, max_num_tokens=batch * (k + 1) * 2, seq_lens=None)
+        sentinel = Sentinel().attach(md)
+        cached = [40 + 10 * i for i in range(batch)]
+        stage = "update_spec_dec_param(seq_lens=None)"
+        try:
+            md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
+            stage = "prepare()"
+            _set_batch(up, md, [k + 1] * batch, cached)
+            md.prepare()
+            accepted = _accepted(batch, k)
+            for step in draft_loop(md, max_draft_len=k, num_accepted=accepted):
+                stage = step
+            stage = "next forward"
+            md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
+            _set_batch(
+                up, md, [k + 1] * batch, [c + a + 1 for c, a in zip(cached, accepted, strict=True)]
+            )
+            md.prepare()
+            sentinel.flush()
+        except SandboxGap:
+            raise
+        except Exception as exc:
+            if not _from_sentinel(exc):
+                raise
+            # regress's own bug, not the tree's: reported, never a verdict on the tree
+            result.status = "error"
+            result.note = f"the sentinel crashed at {stage}: {type(exc).__name__}: {exc}"
+            return [*out, result]
+        finally:
+            sentinel.detach()
+        result.add(
+            [
+                Violation(v.check, v.message, {**v.details, "site": v.site, "seq_lens": v.seq_lens})
+                for v in sentinel.violations
+            ],
+            "sentinel",
+        )
+        result.note = f"sentinel: {sentinel.summary()['checks_run']} checks, {sentinel.num_violations} violations"
+        out.append(result)
+    return out
+
+
+def runner_guard(up: Upstream, sandbox: Sandbox) -> list[ScenarioResult]:
+    """Scenario 2b: ``Runner.create_run_pack("GEN", seq_len_q > 1)`` announces the MTP shapes.
+
+    Runs the real ``tools/layer_wise_benchmarks/runner.py`` with a fake ``self`` (a model config
+    naming the DSA backend), ``mpi_world_size() == 1`` and ``get_attention_backend`` returning the
+    real metadata class. Anything else the method needs is reported as a gap of this scenario.
+    """
+    result = ScenarioResult("runner_guard/gen_b32_q4")
+    name = up.plan.runner_module
+    if name is None:
+        result.status, result.note = "gap", "no tools/layer_wise_benchmarks/runner.py in this tree"
+        return [result]
+
+    def metadata(**kwargs: Any) -> Any:
+        for key, value in up.sparse_kwargs().items():
+            kwargs.setdefault(key, value)
+        return up.metadata_cls(**kwargs)
+
+    backend = types.SimpleNamespace(Metadata=metadata)
+    extra = {
+        "mpi_world_size": (lambda: 1, "one rank"),
+        "get_attention_backend": (lambda *a, **k: backend, "the real DSA metadata class"),
+    }
+    try:
+        sandbox.real.add(name)
+        runner = sandbox.load(name)
+        for key, (value, why) in extra.items():
+            if hasattr(runner, key):
+                setattr(runner, key, value)
+                sandbox.ledger.note("value", f"{name}.{key}", why)
+        batch, q = 32, 4
+        kvm = FakeKVCacheManager(batch)
+        config = types.SimpleNamespace(
+            moe_backend="CUTLASS",
+            attn_backend="TRTLLM",
+            sparse_attention_config=None,
+            pretrained_config=None,
+        )
+        fake_self = types.SimpleNamespace(model_config=config)
+        sandbox.ledger.note("collaborator", "Runner (self)", "a namespace holding model_config")
+        pack = runner.Runner.create_run_pack(
+            fake_self,
+            "GEN",
+            batch_size=batch,
+            request_id_begin=0,
+            seq_len_q=q,
+            seq_len_kv_cache=64,
+            kv_cache_manager=kvm,
+        )
+        md = getattr(pack, "attn_metadata", pack)
+        if isinstance(pack, dict):
+            md = pack.get("attn_metadata", pack)
+        result.add(check_announced_width(md, batch, q), "create_run_pack")
+    except (SandboxGap, AttributeError, TypeError, KeyError) as exc:
+        result.status, result.note = "gap", f"runner not runnable in the sandbox: {exc}"
+        result.violations.clear()
+    return [result]
+
+
+LIFECYCLE_SCENARIOS = {
+    "runner_guard": runner_guard,
+    "sentinel_lifecycle": sentinel_lifecycle,
+}
