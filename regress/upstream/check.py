@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,7 +118,7 @@ def _divergences(ledger: Ledger, plan) -> None:
     for name in ledger.real_modules:
         file = plan.checkout / (name.replace(".", "/") + ".py")
         text = file.read_text(errors="replace") if file.is_file() else ""
-        if "is_cuda" in text and "_compute_slot_mappings" in text:
+        if re.search(r"\.is_cuda\b", text) and "def _compute_slot_mappings" in text:
             ledger.divergences.append(
                 f"{name}: _compute_slot_mappings clamps out-of-range block indices on CUDA but "
                 "asserts on a CPU, so an out-of-range index fails here where a GPU would write "

@@ -50,7 +50,9 @@ SPARSE_SETTINGS: dict[str, Any] = {
     "index_topk": 2048,
     "index_n_heads": 64,
     "index_head_dim": 128,
-    "indexer_max_chunk_size": None,
+    "indexer_max_chunk_size": 32768,
+    "max_sparse_topk": 2048,
+    "enable_indexer_skip": False,
     "skip_indexer_for_short_seqs": False,
     "enable_heuristic_topk": False,
     "q_split_threshold": 8192,
@@ -131,7 +133,17 @@ def stub_values(settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
             "IS_CUTLASS_DSL_AVAILABLE": (False, "no CuTe DSL on a CPU"),
         },
         "tensorrt_llm.logger": {"logger": (logger, "messages recorded, not printed")},
+        "tensorrt_llm._torch.attention.backends.cpp_schema": {
+            "cpp_metadata": (
+                _cpp_field,
+                "C++ schema annotation on a dataclass field: a plain field with the default",
+            ),
+        },
     }
+
+
+def _cpp_field(*, ctype: Any = None, default: Any = None, **kwargs: Any) -> Any:
+    return dataclasses.field(default=default)
 
 
 def cache_manager_values(dsa_dir_module: str) -> dict[str, dict[str, tuple[Any, str]]]:
