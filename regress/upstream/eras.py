@@ -21,6 +21,7 @@ from typing import Any
 from regress.trtllm.paths import TrtllmLayout
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.fakes import FakeKVCacheManager, RecordingLogger
+from regress.upstream.stubs import StubModule, is_placeholder
 
 #: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
 #: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (paths.ERAS).
@@ -222,8 +223,10 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
     init = inspect.signature(cls.__init__).parameters
     params_cls = getattr(dsa_module, "DSAMetadataParams", None)
     sibling = sys.modules.get(dsa_module.__name__.rsplit(".", 1)[0] + ".params")
-    if params_cls is None and sibling is not None:
+    if params_cls is None and sibling is not None and not isinstance(sibling, StubModule):
         params_cls = getattr(sibling, "DSAMetadataParams", None)
+    if is_placeholder(params_cls):
+        params_cls = None  # a stub, not the real dataclass: this era does not take it
     if params_cls is not None and (
         "sparse_metadata_params" in fields or "sparse_metadata_params" in init
     ):

@@ -87,6 +87,11 @@ def make_placeholder(qualname: str, root: Path | None) -> type:
     return cls
 
 
+def is_placeholder(obj: Any) -> bool:
+    """Whether ``obj`` is a strict placeholder (or a class derived from one)."""
+    return isinstance(obj, _StrictMeta)
+
+
 class StubModule(types.ModuleType):
     """A module whose attributes are table values or strict placeholders, all recorded."""
 
