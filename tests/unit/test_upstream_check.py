@@ -126,3 +126,18 @@ def test_announced_width_checks_either_buffer_shape():
     assert {v.check for v in check_announced_width(narrow, 32, 4)} == {"kv_lens_2d_width"}
     assert len(check_announced_width(narrow, 32, 4)) == 2
     assert len(check_announced_width(flat, 4, 4)) == 1
+
+
+@pytest.mark.parametrize(("where", "status"), [("after", "pass"), ("before", "gap")])
+def test_runner_failing_off_the_checked_path_is_a_note_before_it_a_gap(tmp_path, where, status):
+    build_tree(tmp_path, "C", "post", guard=True)
+    rel = "tensorrt_llm/tools/layer_wise_benchmarks/runner.py"
+    text = tree_files("C", "post", guard=True)[rel]
+    anchor = "        attn_metadata.prepare()\n"
+    boom = "        from tensorrt_llm._torch.models import build_inputs\n        build_inputs()\n"
+    text = text.replace(anchor, anchor + boom if where == "after" else boom + anchor)
+    (tmp_path / rel).write_text(text)
+    report = run_check(tmp_path, scenarios=["runner_guard"])
+    (result,) = report.results
+    assert result.status == status and "build_inputs" in result.note
+    assert report.exit_code == 0
