@@ -52,7 +52,7 @@ GUARD = (
 
 
 def _part(name: str) -> str:
-    return (PARTS / name).read_text()
+    return (PARTS / f"{name}.in").read_text()
 
 
 def _fill(text: str, marker: str, code: str) -> str:
