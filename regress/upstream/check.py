@@ -81,10 +81,11 @@ def run_check(
                 metadata_cls=module.DSAtrtllmAttentionMetadata,
                 kv_cache_params_cls=_kv_cache_params(sandbox),
                 ledger=ledger,
+                sandbox=sandbox,
             )
             for name in wanted:
                 emit(f"scenario {name}")
-                report.results.extend(_run(table[name], up, sandbox, name))
+                report.results.extend(_run(table[name], up, name))
     except SandboxGap as exc:
         report.status, report.error = "gap", str(exc)
     _divergences(ledger, plan)
@@ -93,9 +94,9 @@ def run_check(
     return report
 
 
-def _run(fn, up: Upstream, sandbox: Sandbox, name: str) -> list[ScenarioResult]:
+def _run(fn, up: Upstream, name: str) -> list[ScenarioResult]:
     try:
-        return fn(up) if fn.__code__.co_argcount == 1 else fn(up, sandbox)
+        return fn(up)
     except SandboxGap:
         raise
     except Exception as exc:  # upstream code failed on the path: a broken contract, named

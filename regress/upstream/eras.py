@@ -268,13 +268,18 @@ def build_params(params_cls: type, ledger: Ledger) -> Any:
 
 @dataclass
 class Upstream:
-    """The loaded real classes of one tree and how to construct its metadata."""
+    """The loaded real classes of one tree and how to construct its metadata.
+
+    ``sandbox`` is the live :class:`~regress.upstream.shells.Sandbox` (scenarios that load one
+    more real module, like the layer-wise runner, go through it).
+    """
 
     plan: EraPlan
     module: types.ModuleType
     metadata_cls: type
     kv_cache_params_cls: type
     ledger: Ledger
+    sandbox: Any = None
 
     def make_metadata(
         self,

@@ -129,7 +129,7 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
     return result
 
 
-def runner_guard(up: Upstream, sandbox: Sandbox) -> list[ScenarioResult]:
+def runner_guard(up: Upstream) -> list[ScenarioResult]:
     """Scenario 2b: ``Runner.create_run_pack("GEN", seq_len_q > 1)`` announces the MTP shapes.
 
     Runs the real ``tools/layer_wise_benchmarks/runner.py`` with a fake ``self`` (a model config
@@ -165,6 +165,7 @@ def runner_guard(up: Upstream, sandbox: Sandbox) -> list[ScenarioResult]:
         "get_attention_backend": (lambda *a, **k: backend, "the real DSA metadata class"),
     }
     batch, q = 32, 4
+    sandbox: Sandbox = up.sandbox
     try:
         sandbox.real.add(name)
         runner = sandbox.load(name)
