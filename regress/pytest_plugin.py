@@ -24,6 +24,9 @@ import pytest
 
 _PINNED = pytest.StashKey["str | None"]()
 
+# --trtllm-src and the trtllm_src fixture: the upstream contract tests (regress check)
+pytest_plugins = ["regress.upstream.plugin"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("regress", "regress CI: stage test lists, waives, GPUs")

@@ -118,7 +118,7 @@ def run_bisect(
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]
     recipe = _recipe(config)
     runner_config = RunnerConfig(
-        command=list(config.command),
+        command=list(config.command) or (recipe.command() if hasattr(recipe, "command") else []),
         build=config.build or (recipe.build_command() if recipe else None),
         overlays=overlays,
         timeout=config.timeout,
@@ -363,6 +363,10 @@ def _make_probe(config: BisectConfig):
 def _recipe(config: BisectConfig):
     if config.recipe is None:
         return None
+    if config.recipe == "trtllm-source":
+        from regress.upstream.recipe import SourceRecipe
+
+        return SourceRecipe()
     from regress.bisect.trtllm import TrtllmRecipe
 
     modes = {"trtllm": "overlay", "trtllm-precompiled": "precompiled"}
@@ -372,7 +376,7 @@ def _recipe(config: BisectConfig):
 
 
 def _warnings(rng: Range, recipe) -> list[str]:
-    if recipe is None:
+    if recipe is None or not getattr(recipe, "warns_on_native", True):
         return []
     from regress.bisect.trtllm import NATIVE_PATHS, native_warning
 

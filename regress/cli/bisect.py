@@ -147,7 +147,7 @@ def _where(f):
 )
 @click.option(
     "--recipe",
-    type=click.Choice(["trtllm", "trtllm-precompiled"]),
+    type=click.Choice(["trtllm", "trtllm-precompiled", "trtllm-source"]),
     default=None,
     help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
 )
@@ -160,7 +160,7 @@ def _where(f):
 @click.option("--junit", default=None, help="Write a JUnit report (a testcase per probed commit).")
 @click.option("--markdown", default=None, help="Write a markdown summary for a PR comment.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
-@click.argument("command", nargs=-1, required=True)
+@click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
     from regress.bisect.report import to_junit, to_markdown
     from regress.bisect.session import BisectConfig, run_bisect

@@ -1,0 +1,66 @@
+"""``regress check``: run the DSA contracts against a TensorRT-LLM source tree on a CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from regress.upstream.check import ENV_VAR
+
+
+@click.command()
+@click.option(
+    "--trtllm-src",
+    "source",
+    envvar=ENV_VAR,
+    required=True,
+    metavar="PATH",
+    help=f"TensorRT-LLM checkout (or its tensorrt_llm/ directory); default ${ENV_VAR}.",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
+    "runner_guard, sentinel_lifecycle.",
+)
+@click.option("--sm", type=int, default=90, show_default=True, help="SM version the code sees.")
+@click.option("--json", "json_out", default=None, help="Write the report as JSON to FILE, or -.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None, quiet: bool):
+    """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
+
+    Nothing is built or installed: package __init__ files are skipped, compiled and GPU-only
+    modules are strict stubs, CUDA allocations land on the CPU; the report lists every fake.
+    Exit 0: contracts hold; 1: a contract is broken; 2: not a TensorRT-LLM tree; 3: the sandbox
+    cannot load this tree (the missing piece is named).
+    """
+    from regress.errors import UsageError
+    from regress.files import STDOUT, check_output_path, write_atomic
+    from regress.upstream.check import run_check, scenario_names
+    from regress.upstream.eras import Settings
+
+    unknown = sorted(set(scenarios) - set(scenario_names()))
+    if unknown:
+        raise UsageError(
+            f"unknown --scenario {', '.join(unknown)}: choose from {', '.join(scenario_names())}"
+        )
+    check_output_path(json_out, option="--json")
+    report = run_check(source, scenarios=scenarios or None, settings=Settings(sm=sm))
+    to_stdout = json_out == STDOUT
+    if not quiet or report.exit_code in (2, 3):
+        for line in report.lines():
+            click.echo(line, err=True)
+    if json_out:
+        text = json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n"
+        if to_stdout:
+            click.echo(text, nl=False)
+        else:
+            try:
+                write_atomic(json_out, text)
+            except OSError as exc:
+                raise UsageError(f"cannot write --json {json_out}: {exc}") from exc
+    sys.exit(report.exit_code)

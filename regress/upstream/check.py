@@ -1,0 +1,127 @@
+"""``regress check``'s library side: resolve the tree, load it in the sandbox, run the scenarios."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
+from regress.upstream import Ledger, SandboxGap
+from regress.upstream.eras import Settings, Upstream, all_values, plan_for
+from regress.upstream.report import CheckReport
+from regress.upstream.scenarios import SCENARIOS, ScenarioResult
+from regress.upstream.shells import Sandbox
+
+#: The environment variable naming the tree when ``--trtllm-src`` is not given.
+ENV_VAR = "REGRESS_TRTLLM_SRC"
+
+Progress = Callable[[str], None]
+
+
+def scenario_names() -> list[str]:
+    """Every scenario ``--scenario`` accepts."""
+    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
+
+    return [*SCENARIOS, *LIFECYCLE_SCENARIOS]
+
+
+def _scenarios():
+    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
+
+    return {**SCENARIOS, **LIFECYCLE_SCENARIOS}
+
+
+def run_check(
+    source: Path | str,
+    *,
+    scenarios: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> CheckReport:
+    """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
+
+    Never raises for a tree that is not TensorRT-LLM or cannot be loaded: those become the
+    report's ``not-a-tree`` / ``gap`` status (exit 2 / 3), so a bisect probe gets an exit code.
+
+    Args:
+        source: a TensorRT-LLM checkout (or its ``tensorrt_llm`` directory).
+        scenarios: names from :func:`scenario_names` (default: all).
+        settings: SM version and SM count the code is told it runs on.
+        progress: receives one line per scenario started.
+    """
+    started = time.monotonic()
+    emit = progress or (lambda _m: None)
+    report = CheckReport(source=str(source))
+    table = _scenarios()
+    wanted = list(scenarios or table)
+    try:
+        layout = resolve_source_tree(source)
+    except TrtllmLayoutError as exc:
+        report.status, report.error = "not-a-tree", str(exc)
+        return report
+    report.era = layout.era
+    plan = plan_for(layout)
+    settings = settings or Settings()
+    ledger = Ledger()
+    report.ledger = ledger
+    from regress.upstream.eras import ENV
+
+    try:
+        with Sandbox(
+            plan.checkout, plan.real, all_values(plan, settings), env=ENV, ledger=ledger
+        ) as sandbox:
+            for name in plan.real:
+                sandbox.load(name)
+            module = sandbox.load(plan.dsa_module)
+            up = Upstream(
+                plan=plan,
+                module=module,
+                metadata_cls=module.DSAtrtllmAttentionMetadata,
+                kv_cache_params_cls=_kv_cache_params(sandbox),
+                ledger=ledger,
+                sandbox=sandbox,
+            )
+            for name in wanted:
+                emit(f"scenario {name}")
+                report.results.extend(_run(table[name], up, name))
+    except SandboxGap as exc:
+        report.status, report.error = "gap", str(exc)
+    _divergences(ledger, plan)
+    report.finish()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run(fn, up: Upstream, name: str) -> list[ScenarioResult]:
+    try:
+        return fn(up)
+    except SandboxGap:
+        raise
+    except Exception as exc:  # upstream code failed on the path: a broken contract, named
+        result = ScenarioResult(name, status="fail")
+        from regress.dsa.invariants import Violation
+
+        result.add(
+            [Violation("upstream_raised", f"{type(exc).__name__}: {exc}", {})], "while running"
+        )
+        return [result]
+
+
+def _kv_cache_params(sandbox: Sandbox) -> type:
+    module = sandbox.load("tensorrt_llm._torch.metadata")
+    return module.KVCacheParams
+
+
+def _divergences(ledger: Ledger, plan) -> None:
+    """Where the CPU run takes another branch than a GPU would (found by reading upstream)."""
+    for name in ledger.real_modules:
+        file = plan.checkout / (name.replace(".", "/") + ".py")
+        text = file.read_text(errors="replace") if file.is_file() else ""
+        if re.search(r"\.is_cuda\b", text) and "def _compute_slot_mappings" in text:
+            ledger.divergences.append(
+                f"{name}: _compute_slot_mappings clamps out-of-range block indices on CUDA but "
+                "asserts on a CPU, so an out-of-range index fails here where a GPU would write "
+                "to a clamped (wrong) slot"
+            )

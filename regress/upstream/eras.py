@@ -1,0 +1,322 @@
+"""Per-era table: which real modules run, what the stubs must answer, how metadata is built.
+
+Era detection is :func:`regress.trtllm.paths.resolve_source_tree` (one table of eras for all of
+regress); this module only adds what the sandbox needs per era. Needs were found by running the
+real files (``../shared/trtllm-facts.md``, "Running upstream DSA metadata on a CPU"): era B @
+e5c90626 (``attention_backend/sparse/dsa/metadata.py`` with ``indexer.py``, ``trtllm.py``,
+``interface.py``), era A ``attention_backend/sparse/dsa.py`` @ 00e3c1a5, era C
+``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from regress.trtllm.paths import TrtllmLayout
+from regress.upstream import Ledger, SandboxGap
+from regress.upstream.fakes import FakeKVCacheManager, RecordingLogger
+from regress.upstream.stubs import StubModule, is_placeholder
+
+#: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
+#: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (paths.ERAS).
+REAL: dict[str, tuple[str, ...]] = {
+    "A": ("{backends}/interface.py", "{backends}/trtllm.py", "{dsa}"),
+    "B": (
+        "{backends}/interface.py",
+        "{backends}/trtllm.py",
+        "{dsa_dir}/indexer.py",
+        "{dsa}",
+    ),
+    "C": (
+        "{backends}/interface.py",
+        "{backends}/trtllm.py",
+        "{dsa_dir}/indexer.py",
+        "{dsa}",
+    ),
+}
+#: Executed from source when present (later era B and C construct metadata from them).
+OPTIONAL_REAL: tuple[str, ...] = ("{dsa_dir}/params.py", "{backends}/sparse/params.py")
+
+#: The layer-wise runner of bug 2 (``Runner.create_run_pack``), loaded only by its scenario.
+RUNNER = "tools/layer_wise_benchmarks/runner.py"
+
+#: Values of sparse-attention settings the metadata reads (DeepSeek-V3.2 defaults).
+SPARSE_SETTINGS: dict[str, Any] = {
+    "index_topk": 2048,
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "indexer_max_chunk_size": 32768,
+    "max_sparse_topk": 2048,
+    "enable_indexer_skip": False,
+    "skip_indexer_for_short_seqs": False,
+    "enable_heuristic_topk": False,
+    "q_split_threshold": 8192,
+    "use_cute_dsl_topk": False,
+    "use_cute_dsl_paged_mqa_logits": False,
+    "indexer_rope_interleave": False,
+}
+
+#: Environment forced inside the sandbox: GPU-only code paths switched off.
+ENV = {"TRTLLM_FUSED_DSA_METADATA": "0"}
+
+
+@dataclass
+class Settings:
+    """Knobs of one sandbox run: the SM version the code believes it runs on, SM count."""
+
+    sm: int = 90
+    num_sms: int = 132
+
+
+@dataclass
+class KVCacheParamsStandIn:
+    """Stands for ``tensorrt_llm/_torch/metadata.py::KVCacheParams`` (a pure-Python dataclass)."""
+
+    use_cache: bool = True
+    num_cached_tokens_per_seq: list[int] | None = None
+    block_ids_per_seq: list[list[int]] | None = None
+    host_max_attention_window_sizes: Any = None
+    host_sink_token_length: Any = None
+    num_extra_kv_tokens: int = 0
+
+
+def _compile_passthrough(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return args[0]
+    return lambda fn: fn
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def stub_values(settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
+    """What each stubbed module answers, with the reason it is safe to fake."""
+    import torch
+
+    def mqa_metadata(context_lens, block_kv, num_sms):
+        return torch.zeros((num_sms + 1, 2), dtype=torch.int32, device=context_lens.device)
+
+    global_attrs = types.SimpleNamespace()
+    logger = RecordingLogger()
+    utils = {
+        "prefer_pinned": (lambda: False, "no pinned memory on a CPU build"),
+        "maybe_pin_memory": (lambda t: t.clone(), "a CPU copy (pinning copies upstream too)"),
+        "get_sm_version": (lambda: settings.sm, f"pretends SM {settings.sm}"),
+        "ceil_div": (_ceil_div, "integer ceil division"),
+    }
+    return {
+        "tensorrt_llm._utils": utils,
+        "tensorrt_llm.math_utils": {"ceil_div": utils["ceil_div"]},
+        "tensorrt_llm.deep_gemm": {
+            "get_num_sms": (lambda: settings.num_sms, f"{settings.num_sms} SMs (H200)"),
+            "get_paged_mqa_logits_metadata": (
+                mqa_metadata,
+                "DeepGEMM scheduler metadata (a CUDA kernel): zeros of the right shape",
+            ),
+        },
+        "tensorrt_llm._torch.utils": {
+            "maybe_compile": (_compile_passthrough, "torch.compile decorator: identity"),
+            "get_model_extra_attrs": (lambda: None, "no model context"),
+            "get_global_attrs": (lambda: global_attrs, "a namespace"),
+            "ceil_div": utils["ceil_div"],
+        },
+        "tensorrt_llm._torch.metadata": {
+            "KVCacheParams": (KVCacheParamsStandIn, "pure-Python dataclass, same fields"),
+        },
+        "tensorrt_llm._torch.cute_dsl_utils": {
+            "IS_CUTLASS_DSL_AVAILABLE": (False, "no CuTe DSL on a CPU"),
+        },
+        "tensorrt_llm.logger": {"logger": (logger, "messages recorded, not printed")},
+        "tensorrt_llm._torch.attention.backends.cpp_schema": {
+            "cpp_metadata": (
+                _cpp_field,
+                "C++ schema annotation on a dataclass field: a plain field with the default",
+            ),
+        },
+    }
+
+
+def _cpp_field(*, ctype: Any = None, default: Any = None, **kwargs: Any) -> Any:
+    return dataclasses.field(default=default)
+
+
+def cache_manager_values(dsa_dir_module: str) -> dict[str, dict[str, tuple[Any, str]]]:
+    """``is_dsa_cache_manager`` is an isinstance check on C++-backed classes: accept the fake."""
+    check = (
+        lambda m: isinstance(m, FakeKVCacheManager),
+        "isinstance against C++-backed managers: accepts the fake manager",
+    )
+    return {f"{dsa_dir_module}.cache_manager": {"is_dsa_cache_manager": check}}
+
+
+@dataclass
+class EraPlan:
+    """What to execute for one resolved tree.
+
+    Attributes:
+        layout: the resolved tree (era, module locations).
+        real: dotted names executed from source.
+        dsa_module: the module defining ``DSAtrtllmAttentionMetadata``.
+        runner_module: the layer-wise runner module, or None when the tree has none.
+    """
+
+    layout: TrtllmLayout
+    real: tuple[str, ...]
+    dsa_module: str
+    runner_module: str | None
+
+    @property
+    def checkout(self) -> Path:
+        return self.layout.package_dir.parent
+
+
+def _dotted(rel: str) -> str:
+    return "tensorrt_llm." + rel.removesuffix(".py").replace("/", ".")
+
+
+def plan_for(layout: TrtllmLayout) -> EraPlan:
+    """The modules to execute for ``layout`` (its era decides the table row)."""
+    from regress.trtllm.paths import ERAS
+
+    era = next(e for e in ERAS if e.name == layout.era)
+    fields = {
+        "backends": era.backends,
+        "dsa": era.dsa_metadata,
+        "dsa_dir": era.dsa_metadata.rsplit("/", 1)[0],
+    }
+    real = [_dotted(p.format(**fields)) for p in REAL[layout.era]]
+    for pattern in OPTIONAL_REAL:
+        rel = pattern.format(**fields)
+        if (layout.package_dir / rel).is_file() and _dotted(rel) not in real:
+            real.insert(0, _dotted(rel))
+    runner = layout.package_dir / RUNNER
+    return EraPlan(
+        layout=layout,
+        real=tuple(real),
+        dsa_module=_dotted(era.dsa_metadata),
+        runner_module=_dotted(RUNNER) if runner.is_file() else None,
+    )
+
+
+def all_values(plan: EraPlan, settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
+    values = stub_values(settings)
+    dsa_dir = plan.dsa_module.rsplit(".", 1)[0]
+    values.update(cache_manager_values(dsa_dir))
+    return values
+
+
+def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> dict[str, Any]:
+    """The sparse-settings constructor argument the era's metadata takes.
+
+    Older era B (e5c90626) reads ``self.sparse_attention_config`` (a ``SparseAttentionConfig``);
+    later era B and era C take ``sparse_metadata_params=DSAMetadataParams(...)`` from the real
+    ``params.py`` and raise without it.
+    """
+    fields = getattr(cls, "__dataclass_fields__", {})
+    init = inspect.signature(cls.__init__).parameters
+    params_cls = getattr(dsa_module, "DSAMetadataParams", None)
+    sibling = sys.modules.get(dsa_module.__name__.rsplit(".", 1)[0] + ".params")
+    if params_cls is None and sibling is not None and not isinstance(sibling, StubModule):
+        params_cls = getattr(sibling, "DSAMetadataParams", None)
+    if is_placeholder(params_cls):
+        params_cls = None  # a stub, not the real dataclass: this era does not take it
+    if params_cls is not None and (
+        "sparse_metadata_params" in fields or "sparse_metadata_params" in init
+    ):
+        return {"sparse_metadata_params": build_params(params_cls, ledger)}
+    config = types.SimpleNamespace(**SPARSE_SETTINGS)
+    if "sparse_attention_config" in fields or "sparse_attention_config" in init:
+        ledger.note(
+            "collaborator", "sparse_attention_config", "a namespace of DeepSeek-V3.2 settings"
+        )
+        return {"sparse_attention_config": config}
+    # The metadata reads the attribute but this interface.py has no such field (version skew).
+    cls.sparse_attention_config = config
+    ledger.note(
+        "shim",
+        f"{cls.__name__}.sparse_attention_config",
+        "class attribute: the metadata reads it but interface.py declares no such field",
+    )
+    return {}
+
+
+def build_params(params_cls: type, ledger: Ledger) -> Any:
+    """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows."""
+    if not dataclasses.is_dataclass(params_cls):
+        raise SandboxGap(f"{params_cls.__qualname__} to be a dataclass (it is not)")
+    kwargs = {}
+    for f in dataclasses.fields(params_cls):
+        if f.name in SPARSE_SETTINGS:
+            kwargs[f.name] = SPARSE_SETTINGS[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SandboxGap(
+                f"a value for the required field {params_cls.__qualname__}.{f.name}",
+                hint="Add it to regress.upstream.eras.SPARSE_SETTINGS.",
+            )
+    ledger.note(
+        "collaborator", params_cls.__qualname__, f"real dataclass, fields set: {sorted(kwargs)}"
+    )
+    return params_cls(**kwargs)
+
+
+@dataclass
+class Upstream:
+    """The loaded real classes of one tree and how to construct its metadata.
+
+    ``sandbox`` is the live :class:`~regress.upstream.shells.Sandbox` (scenarios that load one
+    more real module, like the layer-wise runner, go through it).
+    """
+
+    plan: EraPlan
+    module: types.ModuleType
+    metadata_cls: type
+    kv_cache_params_cls: type
+    ledger: Ledger
+    sandbox: Any = None
+
+    def make_metadata(
+        self,
+        kv_cache_manager: FakeKVCacheManager,
+        *,
+        max_num_tokens: int,
+        seq_lens: Any = None,
+        num_contexts: int = 0,
+        cached: list[int] | None = None,
+    ) -> Any:
+        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None)."""
+        import torch
+
+        n = kv_cache_manager.max_batch_size
+        kwargs: dict[str, Any] = {
+            "max_num_requests": n,
+            "max_num_tokens": max_num_tokens,
+            "max_num_sequences": n,
+            "kv_cache_manager": kv_cache_manager,
+            "seq_lens": None if seq_lens is None else torch.as_tensor(seq_lens, dtype=torch.int),
+            "num_contexts": num_contexts,
+        }
+        if seq_lens is not None:
+            kwargs.update(self.batch_kwargs(len(seq_lens), cached))
+        kwargs.update(self.sparse_kwargs())
+        return self.metadata_cls(**kwargs)
+
+    def sparse_kwargs(self) -> dict[str, Any]:
+        """The era's sparse-settings constructor argument (see :func:`_sparse_kwargs`)."""
+        return _sparse_kwargs(self.metadata_cls, self.ledger, self.module)
+
+    def batch_kwargs(self, batch: int, cached: list[int] | None = None) -> dict[str, Any]:
+        cached = list(cached) if cached is not None else [40 + 10 * i for i in range(batch)]
+        return {
+            "request_ids": list(range(batch)),
+            "prompt_lens": list(cached),
+            "kv_cache_params": self.kv_cache_params_cls(
+                use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
+            ),
+        }

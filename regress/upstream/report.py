@@ -1,0 +1,101 @@
+"""The result of ``regress check``: verdict per scenario, values seen, and everything faked."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from regress.upstream import Ledger
+from regress.upstream.scenarios import ScenarioResult
+
+#: Exit codes of ``regress check`` (README table): contracts hold / one broken / bad input / the
+#: sandbox cannot load the tree.
+EXIT_OK, EXIT_BROKEN, EXIT_NOT_A_TREE, EXIT_GAP = 0, 1, 2, 3
+
+
+@dataclass
+class CheckReport:
+    """Everything one ``regress check`` found.
+
+    Attributes:
+        source: the tree checked.
+        era: its layout era (A, B, C), when resolved.
+        status: ``pass``, ``fail`` (a contract broken), ``not-a-tree`` or ``gap``.
+        error: the message for ``not-a-tree`` and ``gap``.
+        results: per scenario, its verdict, violations and the values seen per step.
+        ledger: the real modules executed and every fake.
+        seconds: wall time.
+    """
+
+    source: str
+    era: str | None = None
+    status: str = "pass"
+    error: str = ""
+    results: list[ScenarioResult] = field(default_factory=list)
+    ledger: Ledger = field(default_factory=Ledger)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return {
+            "pass": EXIT_OK,
+            "fail": EXIT_BROKEN,
+            "not-a-tree": EXIT_NOT_A_TREE,
+            "gap": EXIT_GAP,
+        }[self.status]
+
+    def finish(self) -> None:
+        """Derive the overall status from the scenario verdicts (a gap only if nothing failed)."""
+        if self.status in ("not-a-tree", "gap"):
+            return
+        self.status = "fail" if any(r.status == "fail" for r in self.results) else "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "source": self.source,
+            "era": self.era,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "scenarios": [
+                {
+                    "name": r.name,
+                    "status": r.status,
+                    "note": r.note,
+                    "violations": [v.to_dict() for v in r.violations],
+                    "steps": [asdict(s) for s in r.steps],
+                }
+                for r in self.results
+            ],
+            "sandbox": self.ledger.to_json(),
+        }
+
+    def lines(self) -> list[str]:
+        """A short human summary: one line per scenario, then the first violation of each."""
+        head = f"regress check: {self.source} (era {self.era or '?'}): {self.status}"
+        out = [head]
+        if self.error:
+            out.append(f"  {self.error}")
+        for r in self.results:
+            extra = f" ({r.note})" if r.note else ""
+            out.append(f"  {r.status:4s} {r.name}{extra}")
+            if r.violations:
+                v = r.violations[0]
+                out.append(f"       {v.details.get('step', '')}: {v.message}")
+                if "actual" in v.details:
+                    out.append(
+                        f"       seen {v.details['actual'][:16]}, expected "
+                        f"{v.details['expected'][:16]}"
+                    )
+        fakes = self.ledger.fakes.values()
+        kinds: dict[str, int] = {}
+        for f in fakes:
+            kinds[f.kind] = kinds.get(f.kind, 0) + 1
+        if kinds or self.ledger.real_modules:
+            faked = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            out.append(
+                f"  real modules: {len(self.ledger.real_modules)}; faked: {faked} (--json lists them)"
+            )
+        return out
