@@ -1,7 +1,15 @@
 """regress's pytest plugin (pytest11 entry point): gpu/trtllm markers, stage lists, waives, GPU pinning.
 
-Inert unless asked: without its options the plugin only registers the ``gpu`` and ``trtllm``
-markers and skips (never deselects) tests carrying them when the machine lacks what they need.
+It claims only what a project opted into. Installed, it adds ``--require-gpu``, ``--gpu-per-worker``
+and its ini keys, nothing else: an unrelated project's own ``gpu`` marker and its own
+``--test-list``/``--waives-file``/``--test-prefix`` options (TensorRT-LLM's
+``tests/integration/defs/conftest.py`` defines all three; registering them twice would abort its
+pytest runs) are left alone. A project opts in with ``regress = true`` in its pytest ini (this
+repository does, in ``pyproject.toml``) or ``-p regress.pytest_plugin``; then the plugin registers
+the ``gpu``/``trtllm`` markers and skips (never deselects) tests carrying them when the machine
+lacks what they need, and adds ``--test-list``/``--stage``/``--waives``/``--test-prefix``.
+``--require-gpu`` alone also turns the gate on, since asking for it is asking for the gate.
+
 The list and waive machinery is registered as a separate plugin object only when ``--test-list``
 or ``--waives`` is given (the way pytest-xdist registers its distributed session only when
 distributing), and nothing heavy is imported at module level: the GPU box imports this with only
@@ -23,16 +31,57 @@ from pathlib import Path
 import pytest
 
 _PINNED = pytest.StashKey["str | None"]()
+#: The ini key a project sets to opt in, and the module name ``-p`` opts in with.
+OPT_IN_INI = "regress"
+PLUGIN_NAME = "regress.pytest_plugin"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def _opted_in(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether the project asked for the plugin, read while options are still being registered.
+
+    pytest has read the ini file and the ``-p`` arguments before it loads entry-point plugins
+    (``Config._preparse``), so both can be consulted here.
+    """
+    config = pluginmanager.get_plugin("pytestconfig")
+    if config is None:
+        return False
+    namespace = getattr(config, "known_args_namespace", None)
+    if PLUGIN_NAME in (getattr(namespace, "plugins", None) or []):
+        return True
+    try:
+        return bool(config.getini(OPT_IN_INI))
+    except (ValueError, KeyError):
+        return False
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("regress", "regress CI: stage test lists, waives, GPUs")
+    parser.addini(
+        OPT_IN_INI,
+        type="bool",
+        default=False,
+        help="use regress's plugin here: gpu/trtllm markers and --test-list/--stage/--waives",
+    )
     group.addoption(
         "--require-gpu",
         action="store_true",
         dest="regress_require_gpu",
         help="fail the run (instead of skipping gpu tests) when CUDA devices are missing or too few",
     )
+    group.addoption(
+        "--gpu-per-worker",
+        action="store_true",
+        dest="regress_gpu_per_worker",
+        help="pin each xdist worker to one GPU of the caller's CUDA_VISIBLE_DEVICES",
+    )
+    parser.addini(
+        "regress_gpu_per_worker",
+        type="bool",
+        default=False,
+        help="like --gpu-per-worker, for projects that always want it",
+    )
+    if not _opted_in(pluginmanager):
+        return
     group.addoption(
         "--test-list",
         dest="regress_test_list",
@@ -50,19 +99,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--waives-file",
         dest="regress_waives",
         metavar="FILE",
-        help="waive list: '<node id> SKIP|XFAIL (reason)' lines applied as skip/xfail markers",
+        help="waive list ('<id> SKIP|XFAIL|UNSTABLE [(reason)]' lines), applied as markers",
     )
     group.addoption(
-        "--gpu-per-worker",
-        action="store_true",
-        dest="regress_gpu_per_worker",
-        help="pin each xdist worker to one GPU of the caller's CUDA_VISIBLE_DEVICES",
-    )
-    parser.addini(
-        "regress_gpu_per_worker",
-        type="bool",
-        default=False,
-        help="like --gpu-per-worker, for projects that always want it",
+        "--test-prefix",
+        dest="regress_test_prefix",
+        metavar="STAGE",
+        help="stage name that 'full:X/' waives are matched against (X = its part before the "
+        "first '-'); default: --stage",
     )
 
 
@@ -78,32 +122,38 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.stash[_PINNED] = pin_worker()
 
 
+def _option(config: pytest.Config, dest: str):
+    return getattr(config.option, dest, None)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "gpu(count=1): needs CUDA devices; skipped with a reason when too few are visible",
-    )
-    config.addinivalue_line(
-        "markers", "trtllm: needs the optional tensorrt_llm package; skipped when it is absent"
-    )
-    gate = DeviceGate(config)
-    config.pluginmanager.register(gate, "regress-devices")
-    if config.getoption("regress_require_gpu") and not hasattr(config, "workerinput"):
-        probe = gate.probe
-        if probe.count == 0:
-            raise pytest.UsageError(
-                f"--require-gpu: no CUDA device is visible ({probe.source}). Run this stage on a "
-                "GPU node, fix CUDA_VISIBLE_DEVICES, or drop --require-gpu to skip gpu tests."
-            )
-    if config.getoption("regress_test_list") or config.getoption("regress_waives"):
+    require_gpu = config.getoption("regress_require_gpu")
+    if config.getini(OPT_IN_INI) or require_gpu or PLUGIN_NAME in (config.option.plugins or []):
+        config.addinivalue_line(
+            "markers",
+            "gpu(count=1): needs CUDA devices; skipped with a reason when too few are visible",
+        )
+        config.addinivalue_line(
+            "markers", "trtllm: needs the optional tensorrt_llm package; skipped when it is absent"
+        )
+        gate = DeviceGate(config)
+        config.pluginmanager.register(gate, "regress-devices")
+        if require_gpu and not hasattr(config, "workerinput"):
+            probe = gate.probe
+            if probe.count == 0:
+                raise pytest.UsageError(
+                    f"--require-gpu: no CUDA device is visible ({probe.source}). Run this stage on "
+                    "a GPU node, fix CUDA_VISIBLE_DEVICES, or drop --require-gpu to skip gpu tests."
+                )
+    if _option(config, "regress_test_list") or _option(config, "regress_waives"):
         from regress.errors import RegressError
 
         try:
-            selector = ListSelector(config, gate)
+            selector = ListSelector(config)
         except RegressError as exc:
             raise pytest.UsageError(str(exc)) from exc
         config.pluginmanager.register(selector, "regress-lists")
-    elif config.getoption("regress_stage"):
+    elif _option(config, "regress_stage"):
         raise pytest.UsageError("--stage NAME only means something with --test-list FILE")
 
 
@@ -206,12 +256,11 @@ class DeviceGate:
 class ListSelector:
     """Applies ``--test-list``/``--stage`` (selection) and ``--waives`` (markers)."""
 
-    def __init__(self, config: pytest.Config, gate: DeviceGate) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         from regress.ci.stages import resolve_entries
         from regress.ci.waives import load_waives
 
         self.config = config
-        self.gate = gate
         self.entries = None
         self.stage = None
         self.source = None
@@ -236,6 +285,8 @@ class ListSelector:
 
                 raise UsageError(f"--waives {waives}: no such file")
             self.waives = load_waives(path)
+        prefix = config.getoption("regress_test_prefix") or config.getoption("regress_stage")
+        self.test_prefix = prefix
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = []
@@ -297,7 +348,12 @@ class ListSelector:
             from regress.ci.selection import select, unmatched_message
 
             nodeids = [item.nodeid for item in items]
-            selection = select(self.entries, nodeids, required=self._required(self._covered()))
+            selection = select(
+                self.entries,
+                nodeids,
+                required=self._required(self._covered()),
+                admits=lambda entry, index: _admits(items[index], entry.keyword, entry.markexpr),
+            )
             if selection.unmatched:
                 lines = [unmatched_message(e, nodeids) for e in selection.unmatched[:20]]
                 more = len(selection.unmatched) - len(lines)
@@ -316,10 +372,7 @@ class ListSelector:
             kept = [items[i] for i in selection.selected]
             for index, item in zip(selection.selected, kept, strict=True):
                 entry = selection.entry_for[index]
-                if entry.timeout_minutes is not None:
-                    item.user_properties.append(("timeout_minutes", entry.timeout_minutes))
-                    if config.pluginmanager.hasplugin("timeout"):
-                        item.add_marker(pytest.mark.timeout(entry.timeout_minutes * 60))
+                _apply_markers(config, item, entry.timeout_minutes, entry.isolation)
             if deselected:
                 config.hook.pytest_deselected(items=deselected)
             items[:] = kept
@@ -329,21 +382,58 @@ class ListSelector:
     def _apply_waives(self, items: list[pytest.Item]) -> None:
         from regress.ci.waives import applicable, waive_for
 
-        if any(w.gpu for w in self.waives):
-            names = [self.stage.gpu_type] if self.stage else list(self.gate.probe.names)
-        else:
-            names = []
-        waives = applicable(self.waives, names)
+        waives = applicable(self.waives, self.test_prefix)
         for item in items:
-            waive = waive_for(item.nodeid, waives)
+            waive = waive_for(
+                item.nodeid, waives, lambda w, item=item: _admits(item, w.keyword, w.markexpr)
+            )
             if waive is None:
                 continue
-            reason = f"waived: {waive.reason}"
+            reason = f"waived: {waive.reason or waive.describe()}"
             if waive.kind == "SKIP":
                 item.add_marker(pytest.mark.skip(reason=reason))
-            else:
+            elif waive.kind in ("XFAIL", "UNSTABLE"):
                 item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+            _apply_markers(self.config, item, waive.timeout_minutes, waive.isolation)
             item.user_properties.append(("waive", waive.describe()))
+
+
+def _admits(item: pytest.Item, keyword: str | None, markexpr: str | None) -> bool:
+    """Whether a list line's ``-k``/``-m`` expressions admit ``item``, as pytest's own -k/-m do."""
+    from _pytest.mark import KeywordMatcher, MarkMatcher
+
+    if keyword is not None and not _compiled(keyword).evaluate(KeywordMatcher.from_item(item)):
+        return False
+    if markexpr is not None:
+        marks = MarkMatcher.from_markers(item.iter_markers())
+        if not _compiled(markexpr).evaluate(marks):
+            return False
+    return True
+
+
+_EXPRESSIONS: dict[str, object] = {}
+
+
+def _compiled(expr: str):
+    from _pytest.mark.expression import Expression
+
+    if expr not in _EXPRESSIONS:
+        _EXPRESSIONS[expr] = Expression.compile(expr)
+    return _EXPRESSIONS[expr]
+
+
+def _apply_markers(
+    config: pytest.Config, item: pytest.Item, timeout_minutes: int | None, isolation: bool
+) -> None:
+    """TIMEOUT (N) and ISOLATION: recorded in JUnit, enforced where the plugins that do it exist."""
+    if timeout_minutes is not None:
+        item.user_properties.append(("timeout_minutes", timeout_minutes))
+        if config.pluginmanager.hasplugin("timeout"):
+            item.add_marker(pytest.mark.timeout(timeout_minutes * 60))
+    if isolation:
+        item.user_properties.append(("isolation", True))
+        if config.pluginmanager.hasplugin("forked"):
+            item.add_marker(pytest.mark.forked)
 
 
 def _resolve_path(config: pytest.Config, value: str) -> Path:
