@@ -88,4 +88,4 @@ def suggestions(test_id: str, nodeids: Iterable[str], n: int = 3) -> list[str]:
 def unmatched_message(entry: Entry, nodeids: Iterable[str]) -> str:
     near = suggestions(entry.test_id, nodeids)
     hint = f"; closest collected: {', '.join(near)}" if near else "; nothing similar was collected"
-    return f"{entry.source}:{entry.line}: {entry.test_id!r} matches no collected test{hint}"
+    return f"{entry.source}:{entry.line}: {entry.render()!r} matches no collected test{hint}"
