@@ -345,7 +345,9 @@ def test_xdist_reports_list_errors_too(project):
     lists.write_text(lists.read_text().replace("test_top.py::test_one", "test_top.py::test_onee"))
     result = project.runpytest_subprocess("--test-list", "test-lists/l0_cpu.yml", "-n", "2")
     assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*'tests/test_top.py::test_onee TIMEOUT (2)' matches no collected test*"])
+    result.stdout.fnmatch_lines(
+        ["*'tests/test_top.py::test_onee TIMEOUT (2)' matches no collected test*"]
+    )
 
 
 PIN_CONFTEST = """
