@@ -528,3 +528,25 @@ def test_repository_lists_parse_and_every_stage_selects_tests():
     assert {"CPU-PyTorch-1", "H200-PyTorch-1", "DGX_B200-8_GPUs-PyTorch-1"} <= set(lists.stages)
     assert any(s.post_merge for s in lists.stages.values())
     assert [e.test_id for e in lists.entries("CPU-PyTorch-1")] == ["tests/unit"]
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=8)
+
+
+@given(
+    path=st.lists(_WORD, min_size=1, max_size=3).map(lambda p: "/".join(p) + ".py"),
+    names=st.lists(_WORD, max_size=2),
+    params=st.one_of(st.none(), st.text(alphabet="abc-=:. 12", min_size=1, max_size=10)),
+    keyword=st.one_of(st.none(), _WORD.map(lambda w: f"k{w} and not slow")),
+    markexpr=st.one_of(st.none(), _WORD.map(lambda w: f"m{w} or gpu")),
+    timeout=st.one_of(st.none(), st.integers(1, 600)),
+    isolation=st.booleans(),
+)
+def test_an_entry_renders_to_a_line_that_parses_back_to_it(
+    path, names, params, keyword, markexpr, timeout, isolation
+):
+    from regress.ci.testlist import parse_entry
+
+    test_id = "::".join([path, *names]) + (f"[{params}]" if params and names else "")
+    entry = Entry(test_id, timeout, "f.yml", 3, keyword, markexpr, isolation)
+    assert parse_entry(entry.render(), "f.yml", 3) == [entry]

@@ -122,3 +122,21 @@ def test_plan_outputs_turn_a_real_plan_into_a_matrix(tmp_path):
     assert matrix[0]["runs_on"] == ["self-hosted", "gpu", "h200", "gpus-1"]
     assert matrix[1]["runs_on"] == ["ubuntu-latest"]
     assert matrix[0]["argv"][:3] == ["python", "-m", "pytest"]
+
+
+def test_ci_run_is_the_readme_test_command_and_fails_on_any_error():
+    lines = [
+        line.strip()
+        for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert lines[0] == "set -euo pipefail"  # pytest's exit 5 (nothing collected) fails the run
+    commands = lines[lines.index(". .venv/bin/activate") + 1 :]
+    assert commands[:4] == [
+        "pip install -q torch==2.13.0",  # first, so pip takes the CPU wheel
+        "pip install -q -e '.[test]'",
+        "python -m pytest -n 2 -q",
+        "regress testlist validate",
+    ]
+    assert "actionlint" in commands and "zizmor --offline .github/workflows" in commands
+    assert not any("|| true" in line or line.endswith("|| :") for line in lines)
