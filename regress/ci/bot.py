@@ -379,6 +379,11 @@ def parse_comment(
     if command == "skip":
         if len(args) != 2 or args[0] != "--comment" or not args[1].strip():
             raise BotRejection('/bot comment rejected: use /bot skip --comment "reason"')
+        globs = sorted({ch for ch in args[1] if ch in GLOB_CHARACTERS})
+        if globs:  # e.g. --comment --stage-list=*: a selector's characters outside a selector
+            raise BotRejection(
+                f"/bot comment rejected: shell metacharacter {globs[0]!r} in the reason"
+            )
         return BotCommand("skip", author, comment=" ".join(args[1].split()))
     if args:
         raise BotRejection(f"/bot comment rejected: {command} takes no arguments, got {args[0]!r}")

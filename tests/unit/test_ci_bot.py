@@ -150,6 +150,8 @@ HOSTILE = [
     ("/bot run --stage-list H200-[9]", "unknown stage 'H200-[9]'"),
     ('/bot skip --comment "ship it!"', "shell metacharacter '!'"),
     ('/bot skip --comment "all [green]"', "shell metacharacter '['"),
+    ("/bot skip --comment --stage-list=*", "shell metacharacter '*' in the reason"),
+    ('/bot skip --comment --extra-stage "*"', 'use /bot skip --comment "reason"'),
     ("/bot run\nrm -rf /", "control character newline"),
     ("/bot run\r\n/bot kill", "control character carriage return"),
     ("/bot run\t--post-merge", "control character tab"),
@@ -489,3 +491,45 @@ def test_plan_gives_runner_labels_and_the_reuse_and_priority_flags():
     assert doc["high_priority"] is True and doc["reuse"] == "9"
     assert plan(parse("/bot run --reuse-test"), LISTS).reuse == "last"
     assert plan(parse("/bot run"), LISTS).reuse is None
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "run",
+                "skip",
+                "kill",
+                "--comment",
+                "--stage-list",
+                "--extra-stage",
+                "--gpu-type",
+                "--stage-list=*",
+                "--extra-stage=H*",
+                "*",
+                '"*"',
+                "H200-*",
+                '"x [y]"',
+                "[Post-Merge]",
+                "--post-merge",
+                "--debug",
+                "--reuse-test",
+                "7",
+            ]
+        ),
+        max_size=6,
+    )
+)
+def test_glob_characters_survive_only_as_resolved_stage_names(words):
+    try:
+        command = parse("/bot " + " ".join(words))
+    except BotRejection:
+        return
+    names = set(LISTS.stages)
+    strings = [command.comment or ""]
+    if command.options is not None:
+        assert set(command.options.stage_list) <= names
+        assert set(command.options.extra_stage) <= names
+        for value in vars(command.options).values():
+            strings += list(value) if isinstance(value, tuple) else [str(value)]
+    assert not any(ch in text for text in strings for ch in GLOB_CHARACTERS), strings
