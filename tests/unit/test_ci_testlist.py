@@ -550,3 +550,27 @@ def test_an_entry_renders_to_a_line_that_parses_back_to_it(
     test_id = "::".join([path, *names]) + (f"[{params}]" if params and names else "")
     entry = Entry(test_id, timeout, "f.yml", 3, keyword, markexpr, isolation)
     assert parse_entry(entry.render(), "f.yml", 3) == [entry]
+
+
+def test_a_stage_declares_further_facts_for_upstream_style_conditions(tmp_path):
+    shutil.copy(GRAMMAR, tmp_path / "l0_grammar.yml")
+    stage = (
+        "    test_db: l0_grammar\n    gpu_type: B200\n    gpu_count: 8\n"
+        "    stage: pre_merge\n    backend: pytorch\n    linux_distribution_name: ubuntu\n"
+    )
+    facts = "    facts: {orchestrator: mpi, cpu: x86_64, supports_fp8: true}\n"
+    (tmp_path / "stages.yml").write_text(
+        f"stages:\n  B200-MPI:\n{stage}{facts}  B200-bare:\n{stage}", encoding="utf-8"
+    )
+    lists = StageLists.load(tmp_path)
+    assert len(lists.entries("B200-MPI")) == 8
+    assert lists.entries("B200-bare") == []  # a declared stage's facts are complete: no guessing
+    assert any(
+        "B200-bare" in p.message and "selects no tests" in p.message
+        for p in lists.consistency_problems()
+    )
+    (tmp_path / "stages.yml").write_text(
+        f"stages:\n  B200-MPI:\n{stage}    facts: {{cpu: [x86_64]}}\n", encoding="utf-8"
+    )
+    with pytest.raises(TestListError, match=r"facts\.cpu must be a single value"):
+        load_stages(tmp_path / "stages.yml")
