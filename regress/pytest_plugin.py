@@ -1,7 +1,15 @@
 """regress's pytest plugin (pytest11 entry point): gpu/trtllm markers, stage lists, waives, GPU pinning.
 
-Inert unless asked: without its options the plugin only registers the ``gpu`` and ``trtllm``
-markers and skips (never deselects) tests carrying them when the machine lacks what they need.
+It claims only what a project opted into. Installed, it adds ``--require-gpu``, ``--gpu-per-worker``
+and its ini keys, nothing else: an unrelated project's own ``gpu`` marker and its own
+``--test-list``/``--waives-file``/``--test-prefix`` options (TensorRT-LLM's
+``tests/integration/defs/conftest.py`` defines all three; registering them twice would abort its
+pytest runs) are left alone. A project opts in with ``regress = true`` in its pytest ini (this
+repository does, in ``pyproject.toml``) or ``-p regress.pytest_plugin``; then the plugin registers
+the ``gpu``/``trtllm`` markers and skips (never deselects) tests carrying them when the machine
+lacks what they need, and adds ``--test-list``/``--stage``/``--waives``/``--test-prefix``.
+``--require-gpu`` alone also turns the gate on, since asking for it is asking for the gate.
+
 The list and waive machinery is registered as a separate plugin object only when ``--test-list``
 or ``--waives`` is given (the way pytest-xdist registers its distributed session only when
 distributing), and nothing heavy is imported at module level: the GPU box imports this with only
@@ -18,24 +26,66 @@ it lands in the JUnit XML as an error.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
+from regress.ci.pytest_lists import collection_error, drop_all
+
 _PINNED = pytest.StashKey["str | None"]()
+#: The ini key a project sets to opt in, and the module name ``-p`` opts in with.
+OPT_IN_INI = "regress"
+PLUGIN_NAME = "regress.pytest_plugin"
 
 # --trtllm-src and the trtllm_src fixture: the upstream contract tests (regress check)
 pytest_plugins = ["regress.upstream.plugin"]
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def _opted_in(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether the project asked for the plugin, read while options are still being registered.
+
+    pytest has read the ini file and the ``-p`` arguments before it loads entry-point plugins
+    (``Config._preparse``), so both can be consulted here.
+    """
+    config = pluginmanager.get_plugin("pytestconfig")
+    if config is None:
+        return False
+    namespace = getattr(config, "known_args_namespace", None)
+    if PLUGIN_NAME in (getattr(namespace, "plugins", None) or []):
+        return True
+    try:
+        return bool(config.getini(OPT_IN_INI))
+    except (ValueError, KeyError):
+        return False
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("regress", "regress CI: stage test lists, waives, GPUs")
+    parser.addini(
+        OPT_IN_INI,
+        type="bool",
+        default=False,
+        help="use regress's plugin here: gpu/trtllm markers and --test-list/--stage/--waives",
+    )
     group.addoption(
         "--require-gpu",
         action="store_true",
         dest="regress_require_gpu",
         help="fail the run (instead of skipping gpu tests) when CUDA devices are missing or too few",
     )
+    group.addoption(
+        "--gpu-per-worker",
+        action="store_true",
+        dest="regress_gpu_per_worker",
+        help="pin each xdist worker to one GPU of the caller's CUDA_VISIBLE_DEVICES",
+    )
+    parser.addini(
+        "regress_gpu_per_worker",
+        type="bool",
+        default=False,
+        help="like --gpu-per-worker, for projects that always want it",
+    )
+    if not _opted_in(pluginmanager):
+        return
     group.addoption(
         "--test-list",
         dest="regress_test_list",
@@ -53,19 +103,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--waives-file",
         dest="regress_waives",
         metavar="FILE",
-        help="waive list: '<node id> SKIP|XFAIL (reason)' lines applied as skip/xfail markers",
+        help="waive list ('<id> SKIP|XFAIL|UNSTABLE [(reason)]' lines), applied as markers",
     )
     group.addoption(
-        "--gpu-per-worker",
-        action="store_true",
-        dest="regress_gpu_per_worker",
-        help="pin each xdist worker to one GPU of the caller's CUDA_VISIBLE_DEVICES",
-    )
-    parser.addini(
-        "regress_gpu_per_worker",
-        type="bool",
-        default=False,
-        help="like --gpu-per-worker, for projects that always want it",
+        "--test-prefix",
+        dest="regress_test_prefix",
+        metavar="STAGE",
+        help="stage name that 'full:X/' waives are matched against (X = its part before the "
+        "first '-'); default: --stage",
     )
 
 
@@ -81,46 +126,40 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.stash[_PINNED] = pin_worker()
 
 
+def _option(config: pytest.Config, dest: str):
+    return getattr(config.option, dest, None)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "gpu(count=1): needs CUDA devices; skipped with a reason when too few are visible",
-    )
-    config.addinivalue_line(
-        "markers", "trtllm: needs the optional tensorrt_llm package; skipped when it is absent"
-    )
-    gate = DeviceGate(config)
-    config.pluginmanager.register(gate, "regress-devices")
-    if config.getoption("regress_require_gpu") and not hasattr(config, "workerinput"):
-        probe = gate.probe
-        if probe.count == 0:
-            raise pytest.UsageError(
-                f"--require-gpu: no CUDA device is visible ({probe.source}). Run this stage on a "
-                "GPU node, fix CUDA_VISIBLE_DEVICES, or drop --require-gpu to skip gpu tests."
-            )
-    if config.getoption("regress_test_list") or config.getoption("regress_waives"):
+    require_gpu = config.getoption("regress_require_gpu")
+    if config.getini(OPT_IN_INI) or require_gpu or PLUGIN_NAME in (config.option.plugins or []):
+        config.addinivalue_line(
+            "markers",
+            "gpu(count=1): needs CUDA devices; skipped with a reason when too few are visible",
+        )
+        config.addinivalue_line(
+            "markers", "trtllm: needs the optional tensorrt_llm package; skipped when it is absent"
+        )
+        gate = DeviceGate(config)
+        config.pluginmanager.register(gate, "regress-devices")
+        if require_gpu and not hasattr(config, "workerinput"):
+            probe = gate.probe
+            if probe.count == 0:
+                raise pytest.UsageError(
+                    f"--require-gpu: no CUDA device is visible ({probe.source}). Run this stage on "
+                    "a GPU node, fix CUDA_VISIBLE_DEVICES, or drop --require-gpu to skip gpu tests."
+                )
+    if _option(config, "regress_test_list") or _option(config, "regress_waives"):
+        from regress.ci.pytest_lists import ListSelector
         from regress.errors import RegressError
 
         try:
-            selector = ListSelector(config, gate)
+            selector = ListSelector(config)
         except RegressError as exc:
             raise pytest.UsageError(str(exc)) from exc
         config.pluginmanager.register(selector, "regress-lists")
-    elif config.getoption("regress_stage"):
+    elif _option(config, "regress_stage"):
         raise pytest.UsageError("--stage NAME only means something with --test-list FILE")
-
-
-def _collection_error(config: pytest.Config, nodeid: str, message: str) -> None:
-    from _pytest.reports import CollectReport
-
-    report = CollectReport(nodeid, "failed", message, [])
-    config.hook.pytest_collectreport(report=report)
-
-
-def _drop_all(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if items:
-        config.hook.pytest_deselected(items=list(items))
-    items[:] = []
 
 
 class DeviceGate:
@@ -162,7 +201,7 @@ class DeviceGate:
             if marker is not None:
                 count = marker.kwargs.get("count", marker.args[0] if marker.args else 1)
                 if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                    _collection_error(
+                    collection_error(
                         config,
                         item.nodeid,
                         f"gpu marker count must be a positive int, got {count!r}",
@@ -189,14 +228,14 @@ class DeviceGate:
             listed = ", ".join(nodeid for nodeid, _ in short[:5]) + (
                 ", ..." if len(short) > 5 else ""
             )
-            _collection_error(
+            collection_error(
                 config,
                 "--require-gpu",
                 f"--require-gpu: {len(short)} selected test(s) need up to {need} CUDA devices but "
                 f"{self.probe.count} are visible ({self._describe(need)}): {listed}. Run on a node with "
                 f">= {need} GPUs, or drop --require-gpu to skip them.",
             )
-            _drop_all(config, items)
+            drop_all(config, items)
 
     @property
     def has_trtllm(self) -> bool:
@@ -204,158 +243,6 @@ class DeviceGate:
         if self._has_trtllm is None:
             self._has_trtllm = importlib.util.find_spec("tensorrt_llm") is not None
         return self._has_trtllm
-
-
-class ListSelector:
-    """Applies ``--test-list``/``--stage`` (selection) and ``--waives`` (markers)."""
-
-    def __init__(self, config: pytest.Config, gate: DeviceGate) -> None:
-        from regress.ci.stages import resolve_entries
-        from regress.ci.waives import load_waives
-
-        self.config = config
-        self.gate = gate
-        self.entries = None
-        self.stage = None
-        self.source = None
-        self.waives = []
-        self._broken: set[str] = set()
-        test_list = config.getoption("regress_test_list")
-        if test_list:
-            path = _resolve_path(config, test_list)
-            self.entries, self.stage, self.source = resolve_entries(
-                path, config.getoption("regress_stage")
-            )
-            self._entry_paths = sorted({entry.path for entry in self.entries})
-        elif config.getoption("regress_stage"):
-            from regress.errors import UsageError
-
-            raise UsageError("--stage NAME only means something with --test-list FILE")
-        waives = config.getoption("regress_waives")
-        if waives:
-            path = _resolve_path(config, waives)
-            if not path.is_file():
-                from regress.errors import UsageError
-
-                raise UsageError(f"--waives {waives}: no such file")
-            self.waives = load_waives(path)
-
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        lines = []
-        if self.entries is not None:
-            stage = f"stage {self.stage.name} " if self.stage else ""
-            lines.append(f"regress: {stage}list {self.source}: {len(self.entries)} entries")
-        if self.waives:
-            lines.append(f"regress: {len(self.waives)} waives")
-        return lines
-
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        # Import only what the list names: an unrelated module that cannot import on this node
-        # (the GPU box lacks hypothesis, a CPU box lacks tensorrt_llm) must not sink the stage.
-        if self.entries is None:
-            return None
-        try:
-            rel = collection_path.resolve().relative_to(self.config.rootpath.resolve()).as_posix()
-        except ValueError:
-            return None
-        for path in self._entry_paths:
-            if rel in (".", path) or rel.startswith(path + "/") or path.startswith(rel + "/"):
-                return None
-        return True
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed and report.nodeid:
-            self._broken.add(report.nodeid.split("::", 1)[0])
-
-    def _covered(self) -> list[str]:
-        """Rootdir-relative paths the collection arguments cover entirely."""
-        root = self.config.rootpath.resolve()
-        covered = []
-        for arg in self.config.args:
-            if "::" in arg:
-                continue  # a node id argument narrows below file level
-            path = Path(arg)
-            if not path.is_absolute():
-                path = self.config.invocation_params.dir / path
-            try:
-                covered.append(path.resolve().relative_to(root).as_posix())
-            except ValueError:
-                continue
-        return covered
-
-    def _required(self, covered: list[str]):
-        def required(entry) -> bool:
-            path = entry.path
-            if any(path == b or path.startswith(b + "/") for b in self._broken):
-                return False  # its file failed to collect: that error is already reported
-            return any(c == "." or path == c or path.startswith(c + "/") for c in covered)
-
-        return required
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        if self.entries is not None:
-            from regress.ci.selection import select, unmatched_message
-
-            nodeids = [item.nodeid for item in items]
-            selection = select(self.entries, nodeids, required=self._required(self._covered()))
-            if selection.unmatched:
-                lines = [unmatched_message(e, nodeids) for e in selection.unmatched[:20]]
-                more = len(selection.unmatched) - len(lines)
-                if more > 0:
-                    lines.append(f"... and {more} more")
-                _collection_error(
-                    config,
-                    self.source or "--test-list",
-                    "test list entries match no collected test (fix or remove them; "
-                    "`regress testlist validate` checks every list):\n" + "\n".join(lines),
-                )
-                _drop_all(config, items)
-                return
-            keep = set(selection.selected)
-            deselected = [item for i, item in enumerate(items) if i not in keep]
-            kept = [items[i] for i in selection.selected]
-            for index, item in zip(selection.selected, kept, strict=True):
-                entry = selection.entry_for[index]
-                if entry.timeout_minutes is not None:
-                    item.user_properties.append(("timeout_minutes", entry.timeout_minutes))
-                    if config.pluginmanager.hasplugin("timeout"):
-                        item.add_marker(pytest.mark.timeout(entry.timeout_minutes * 60))
-            if deselected:
-                config.hook.pytest_deselected(items=deselected)
-            items[:] = kept
-        if self.waives:
-            self._apply_waives(items)
-
-    def _apply_waives(self, items: list[pytest.Item]) -> None:
-        from regress.ci.waives import applicable, waive_for
-
-        if any(w.gpu for w in self.waives):
-            names = [self.stage.gpu_type] if self.stage else list(self.gate.probe.names)
-        else:
-            names = []
-        waives = applicable(self.waives, names)
-        for item in items:
-            waive = waive_for(item.nodeid, waives)
-            if waive is None:
-                continue
-            reason = f"waived: {waive.reason}"
-            if waive.kind == "SKIP":
-                item.add_marker(pytest.mark.skip(reason=reason))
-            else:
-                item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
-            item.user_properties.append(("waive", waive.describe()))
-
-
-def _resolve_path(config: pytest.Config, value: str) -> Path:
-    # pytest does not chdir, so a relative path is still relative to where the user ran it; keep
-    # it relative so error messages show the path the user typed.
-    path = Path(value)
-    if path.is_absolute() or Path.cwd() == config.invocation_params.dir:
-        return path
-    return config.invocation_params.dir / path
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ pytest never writes one, so refusing is free.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -217,19 +215,13 @@ def merge(loaded: Loaded):
     return merged
 
 
-def write_atomic(xml, out: Path) -> None:
-    """Write next to ``out`` then rename, so a reader never sees half a file."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            xml.write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def to_bytes(xml) -> bytes:
+    """The document as bytes, for :func:`regress.files.write_atomic` (the one atomic writer)."""
+    import io
+
+    buffer = io.BytesIO()
+    xml.write(buffer)
+    return buffer.getvalue()
 
 
 @dataclass

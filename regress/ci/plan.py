@@ -3,7 +3,11 @@
 Stage choice mirrors the upstream bot's flags: by default every pre-merge single-GPU stage;
 ``--post-merge`` adds post-merge stages, ``--add-multi-gpu-test`` adds multi-GPU ones,
 ``--only-multi-gpu-test`` keeps only those, ``--gpu-type``/``--test-backend`` filter,
+``--only-perf-sanity-test`` keeps the ``PerfSanity`` stages (upstream's naming),
 ``--stage-list`` names stages outright, ``--extra-stage`` appends, ``--skip-test`` runs none.
+Each stage also says which runner labels it needs (``runs_on``): a GPU stage runs on a
+self-hosted runner labelled with its GPU type, a CPU stage on a hosted one; the /bot workflow
+hands the plan to its test job as a matrix.
 The argv is executed without a shell (``subprocess.run(argv)``), so even a stage name that slipped
 through validation could not become a command.
 """
@@ -17,14 +21,25 @@ from regress.ci.stages import WAIVES_FILE, StageLists
 from regress.ci.testlist import Stage
 from regress.errors import UsageError
 
+#: Runner labels of a stage that needs no GPU (a GitHub-hosted runner).
+CPU_RUNNER = ("ubuntu-latest",)
+
+
+def runner_labels(stage: Stage) -> tuple[str, ...]:
+    """``runs-on`` labels: self-hosted, ``gpu``, the GPU type lower-cased, ``gpus-N``."""
+    if stage.gpu_count == 0:
+        return CPU_RUNNER
+    return ("self-hosted", "gpu", stage.gpu_type.lower(), f"gpus-{stage.gpu_count}")
+
 
 @dataclass(frozen=True)
 class StagePlan:
-    """One stage to run: its name, the argv to run it with, and where its JUnit XML lands."""
+    """One stage to run: its name, the argv to run it with, where its JUnit lands, its runner."""
 
     stage: str
     argv: tuple[str, ...]
     junit_xml: str
+    runs_on: tuple[str, ...] = CPU_RUNNER
 
 
 @dataclass(frozen=True)
@@ -34,14 +49,23 @@ class Plan:
     action: str  # the bot command: run, kill, skip, reuse-pipeline, help
     fail_fast: bool
     stages: tuple[StagePlan, ...]
+    high_priority: bool = False
+    reuse: str | None = None  # "last", a pipeline id, or None (--disable-reuse-test / default)
 
     def to_json(self) -> dict:
         return {
             "schema": 1,
             "action": self.action,
             "fail_fast": self.fail_fast,
+            "high_priority": self.high_priority,
+            "reuse": self.reuse,
             "stages": [
-                {"stage": s.stage, "argv": list(s.argv), "junit_xml": s.junit_xml}
+                {
+                    "stage": s.stage,
+                    "argv": list(s.argv),
+                    "junit_xml": s.junit_xml,
+                    "runs_on": list(s.runs_on),
+                }
                 for s in self.stages
             ],
         }
@@ -56,11 +80,15 @@ def choose_stages(options: RunOptions, stages: dict[str, Stage]) -> list[Stage]:
     else:
         chosen = []
         for stage in stages.values():
-            if stage.post_merge and not options.post_merge:
+            if options.only_perf_sanity_test:
+                # Perf-sanity stages are multi-GPU post-merge ones: the flag picks them as such.
+                if "PerfSanity" not in stage.name:
+                    continue
+            elif (stage.post_merge and not options.post_merge) or (
+                stage.multi_gpu and not (options.add_multi_gpu_test or options.only_multi_gpu_test)
+            ):
                 continue
             if options.only_multi_gpu_test and not stage.multi_gpu:
-                continue
-            if stage.multi_gpu and not (options.add_multi_gpu_test or options.only_multi_gpu_test):
                 continue
             if options.gpu_type and stage.gpu_type not in options.gpu_type:
                 continue
@@ -94,7 +122,7 @@ def stage_argv(
     argv += list(stage.pytest_args)
     if options.detailed_log:
         argv += ["-vv", "--log-level=DEBUG"]
-    return StagePlan(stage.name, tuple(argv), junit)
+    return StagePlan(stage.name, tuple(argv), junit, runner_labels(stage))
 
 
 def plan(
@@ -130,4 +158,7 @@ def plan(
         )
         for stage in chosen
     )
-    return Plan("run", not options.disable_fail_fast, plans)
+    reuse = None
+    if options.reuse_test:
+        reuse = options.reuse_pipeline_id or "last"
+    return Plan("run", not options.disable_fail_fast, plans, options.high_priority, reuse)

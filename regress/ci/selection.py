@@ -42,6 +42,7 @@ def select(
     nodeids: Sequence[str],
     *,
     required: Callable[[Entry], bool] = lambda e: True,
+    admits: Callable[[Entry, int], bool] | None = None,
 ) -> Selection:
     """Match entries against collected node ids, keeping collection order.
 
@@ -50,19 +51,29 @@ def select(
         nodeids: collected ids, relative to the rootdir.
         required: entries for which matching nothing is an error (the plugin passes the entries
             its collection arguments fully cover; others may legitimately be out of scope).
+        admits: whether an entry's ``-k``/``-m`` filter admits the test at an index (the plugin
+            evaluates it on the item). Entries with a filter select nothing without it.
     """
-    by_id = {e.test_id: e for e in entries}
-    used: set[str] = set()
+    by_id: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_id.setdefault(entry.test_id, []).append(entry)
+
+    def admitted(entry: Entry, index: int) -> bool:
+        if entry.keyword is None and entry.markexpr is None:
+            return True
+        return admits is not None and admits(entry, index)
+
+    used: set[tuple] = set()
     selected: list[int] = []
     entry_for: dict[int, Entry] = {}
     for index, nodeid in enumerate(nodeids):
-        matches = [by_id[k] for k in nodeid_keys(nodeid) if k in by_id]
+        matches = [e for k in nodeid_keys(nodeid) for e in by_id.get(k, ()) if admitted(e, index)]
         if not matches:
             continue
         selected.append(index)
         entry_for[index] = matches[0]
-        used.update(m.test_id for m in matches)
-    unmatched = [e for e in entries if e.test_id not in used and required(e)]
+        used.update(m.key for m in matches)
+    unmatched = [e for e in entries if e.key not in used and required(e)]
     return Selection(selected, entry_for, unmatched)
 
 
@@ -77,4 +88,4 @@ def suggestions(test_id: str, nodeids: Iterable[str], n: int = 3) -> list[str]:
 def unmatched_message(entry: Entry, nodeids: Iterable[str]) -> str:
     near = suggestions(entry.test_id, nodeids)
     hint = f"; closest collected: {', '.join(near)}" if near else "; nothing similar was collected"
-    return f"{entry.source}:{entry.line}: {entry.test_id!r} matches no collected test{hint}"
+    return f"{entry.source}:{entry.line}: {entry.render()!r} matches no collected test{hint}"

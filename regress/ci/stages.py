@@ -1,9 +1,12 @@
-"""The ``test-lists/`` directory: ``stages.yml`` (stage name -> declared system facts) and its lists.
+"""A test-db directory: its list files and, optionally, ``stages.yml`` (stage -> declared facts).
 
 Upstream Jenkins maps a stage name such as ``H100_PCIe-PyTorch-1`` to a test-db context and a
-node whose live facts ``trt-test-db`` matches against block conditions. Declaring the facts here
-instead makes a stage's selection a pure function of the repository: the same on a laptop, on the
-CI node and in ``regress bot plan``.
+node whose live facts ``trt-test-db`` matches against block conditions; upstream's ``test-db/``
+folder holds only the lists, and is read here as it is (select with a context and a facts query).
+This repository also declares its own stages' facts in ``stages.yml``, which makes a stage's
+selection a pure function of the repository: the same on a laptop, on the CI node and in
+``regress bot plan``. ``stages.yml`` may give any further fact a condition tests under ``facts:``
+(``cpu: x86_64``, ``orchestrator: mpi``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from regress.errors import UsageError
 STAGES_FILE = "stages.yml"
 WAIVES_FILE = "waives.txt"
 _STAGE_KEYS = ("test_db", "gpu_type", "gpu_count", "stage", "backend")
-_STAGE_OPTIONAL = ("linux_distribution_name", "pytest_args", "description")
+_STAGE_OPTIONAL = ("linux_distribution_name", "pytest_args", "description", "facts")
 
 
 def load_stages(path: Path, *, display: str | None = None) -> dict[str, Stage]:
@@ -52,6 +55,8 @@ def load_stages(path: Path, *, display: str | None = None) -> dict[str, Stage]:
 
 
 def _parse_stage(reader: NodeReader, name: str, name_node: object, spec: object) -> Stage | None:
+    import yaml
+
     if not STAGE_NAME.fullmatch(name):
         reader.add(name_node, f"stage name {name!r} may hold only letters, digits, '_', '.', '-'")
         return None
@@ -60,6 +65,14 @@ def _parse_stage(reader: NodeReader, name: str, name_node: object, spec: object)
     for key, key_node, value in reader.mapping(spec, f"stage {name!r}"):
         if key == "gpu_count":
             values[key] = reader.integer(value, f"{name}.gpu_count")
+        elif key == "facts":
+            facts = []
+            for fact, _, fact_value in reader.mapping(value, f"{name}.facts"):
+                if not isinstance(fact_value, yaml.ScalarNode):
+                    reader.add(fact_value, f"{name}.facts.{fact} must be a single value")
+                    continue
+                facts.append((fact, reader.scalar(fact_value)))
+            values["extra_facts"] = tuple(facts)
         elif key == "pytest_args":
             values[key] = tuple(
                 reader.string(v, f"{name}.pytest_args item") or ""
@@ -99,15 +112,14 @@ class StageLists:
         problems: list[Problem] = []
         stages: dict[str, Stage] = {}
         dbs: dict[str, TestDb] = {}
+        if not directory.is_dir():
+            raise UsageError(f"{directory}: no such directory (give --dir with the test-db lists)")
         stages_path = directory / STAGES_FILE
-        if not stages_path.is_file():
-            raise UsageError(
-                f"{stages_path} not found: a test-lists directory needs a {STAGES_FILE}"
-            )
-        try:
-            stages = load_stages(stages_path)
-        except TestListError as exc:
-            problems.extend(exc.problems)
+        if stages_path.is_file():
+            try:
+                stages = load_stages(stages_path)
+            except TestListError as exc:
+                problems.extend(exc.problems)
         for path in sorted(directory.glob("*.y*ml")):
             if path.name == STAGES_FILE or path.suffix not in (".yml", ".yaml"):
                 continue
@@ -130,8 +142,28 @@ class StageLists:
             raise TestListError(problems)
         return cls(directory, stages, dbs)
 
+    def context(self, name: str) -> TestDb:
+        """The file defining test-db context ``name``, or a usage error listing the contexts."""
+        if name not in self.dbs:
+            near = closest(name, self.dbs)
+            hint = f"; closest: {', '.join(near)}" if near else ""
+            raise UsageError(
+                f"no list in {self.directory} defines context {name!r}{hint} "
+                f"(contexts: {', '.join(sorted(self.dbs)) or '(none)'})"
+            )
+        return self.dbs[name]
+
+    def query(self, context: str, facts: dict[str, object], *, exact: bool) -> list[Entry]:
+        """What ``trt-test-db --context CONTEXT --match(-exact) FACTS`` would list."""
+        return self.context(context).select(context, facts, exact=exact)
+
     def stage(self, name: str) -> Stage:
         """The named stage, or a usage error listing the closest names."""
+        if not self.stages:
+            raise UsageError(
+                f"{self.directory} has no {STAGES_FILE}, so no stage {name!r}; select with "
+                '--context NAME --match \'{"gpu": ..., "system_gpu_count": ...}\' instead'
+            )
         if name not in self.stages:
             raise UsageError(unknown_stage_message(name, self.stages, self.directory / STAGES_FILE))
         return self.stages[name]
@@ -170,7 +202,7 @@ class StageLists:
                         f"stage {stage.name!r} selects no tests: no block of {stage.test_db!r} matches its gpu_type/gpu_count/stage/backend",
                     )
                 )
-        for context, db in self.dbs.items():
+        for context, db in self.dbs.items() if self.stages else ():
             users = [s for s in self.stages.values() if s.test_db == context]
             if not users:
                 problems.append(
@@ -180,7 +212,7 @@ class StageLists:
                 )
                 continue
             for block in db.contexts[context]:
-                if not any(block.condition.matches(s) for s in users):
+                if not any(block.condition.matches(s.facts()) for s in users):
                     problems.append(
                         Problem(
                             str(db.path),

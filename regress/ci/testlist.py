@@ -1,36 +1,30 @@
-"""Stage test lists in TensorRT-LLM's test-db YAML format: entries, conditions, parsing.
+"""Stage test lists in TensorRT-LLM's test-db YAML format: entries, blocks, contexts, parsing.
 
 Mirrors ``tests/integration/test_lists/test-db/l0_*.yml`` upstream: a file holds a context key
-(``l0_h200``) whose blocks pair a ``condition`` (GPU-name ``wildcards``, ``system_gpu_count``
-``ranges``, ``stage``/``backend`` ``terms``) with ``tests`` (node ids or paths, optionally
-suffixed `` TIMEOUT (N)``, N in minutes as upstream). Upstream renders a block list with the
-``trt-test-db`` tool from a node's live system facts; here a stage's facts are declared in
-``stages.yml`` next to the lists, so ``regress testlist show`` prints on a laptop exactly what the
-CI node will run, and the /bot grammar can check stage names against the same file.
+(``l0_h200``) whose blocks pair a ``condition`` (see :mod:`regress.ci.conditions`) with ``tests``,
+each a line of the grammar in :mod:`regress.ci.listline` (node id or path, optional ``-k``/``-m``
+filter, `` ISOLATION`` and `` TIMEOUT (N)`` markers, N in minutes). Upstream renders a context
+with ``trt-test-db`` from a node's live facts; here a query gives the facts
+(``regress testlist show --context l0_x --match '{...}'``), or a stage of ``stages.yml`` declares
+them, so ``regress testlist show`` prints on a laptop exactly what the CI node will run.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from regress.ci.yamlnodes import NodeReader, Problem, did_you_mean
+from regress.ci.conditions import BACKENDS, STAGE_TERMS, Condition, parse_condition
+from regress.ci.listline import WAIVE_KINDS, LineError, parse_line, strip_comment
+from regress.ci.yamlnodes import NodeReader, Problem
 from regress.errors import UsageError
 
-STAGE_TERMS = ("pre_merge", "post_merge")
-BACKENDS = ("pytorch", "tensorrt", "cpp", "triton", "autodeploy", "generic")
+__all__ = ["BACKENDS", "STAGE_TERMS", "Block", "Entry", "Stage", "TestDb", "TestListError"]
 _BLOCK_KEYS = ("condition", "tests")
-_CONDITION_KEYS = ("ranges", "wildcards", "terms")
-_RANGE_VARS = ("system_gpu_count",)
-_RANGE_BOUNDS = ("gte", "lte", "gt", "lt")
-_WILDCARD_VARS = ("gpu", "linux_distribution_name")
-_TERM_VARS = ("stage", "backend")
 STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _CONTEXT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-_ENTRY = re.compile(r"(?P<id>\S.*?)(?:\s+TIMEOUT\s*\(\s*(?P<timeout>\d+)\s*\))?\s*")
 
 
 class TestListError(UsageError):
@@ -45,24 +39,40 @@ class TestListError(UsageError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One ``tests:`` item: a node id (has ``::``) or a file/directory path, plus its timeout."""
+    """One path of a ``tests:`` item, with the item's filters and markers.
+
+    A multi-path item gives one entry per path, all with the item's line.
+    """
 
     test_id: str
     timeout_minutes: int | None
     source: str
     line: int
-
-    @property
-    def is_node_id(self) -> bool:
-        return "::" in self.test_id
+    keyword: str | None = None
+    markexpr: str | None = None
+    isolation: bool = False
 
     @property
     def path(self) -> str:
         return self.test_id.split("::", 1)[0]
 
+    @property
+    def key(self) -> tuple[str, str | None, str | None]:
+        """What makes two entries the same selection: the id and its filters."""
+        return (self.test_id, self.keyword, self.markexpr)
+
     def render(self) -> str:
-        suffix = f" TIMEOUT ({self.timeout_minutes})" if self.timeout_minutes is not None else ""
-        return self.test_id + suffix
+        parts = [self.test_id]
+        if self.keyword is not None:
+            parts.append(f'-k "{self.keyword}"')
+        if self.markexpr is not None:
+            parts.append(f'-m "{self.markexpr}"')
+        markers = (["ISOLATION"] if self.isolation else []) + (
+            [f"TIMEOUT ({self.timeout_minutes})"] if self.timeout_minutes is not None else []
+        )
+        if markers:
+            parts.append(", ".join(markers))
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class Stage:
     pytest_args: tuple[str, ...] = ()
     description: str = ""
     line: int = 0
+    extra_facts: tuple[tuple[str, object], ...] = ()
 
     @property
     def multi_gpu(self) -> bool:
@@ -88,36 +99,18 @@ class Stage:
     def post_merge(self) -> bool:
         return self.stage == "post_merge"
 
-
-@dataclass(frozen=True)
-class Condition:
-    """A block's ``condition``; every part present must hold for a stage to run the block."""
-
-    ranges: tuple[tuple[str, int | None, int | None], ...] = ()
-    wildcards: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    terms: tuple[tuple[str, str], ...] = ()
-
-    def matches(self, stage: Stage) -> bool:
+    def facts(self) -> dict[str, object]:
+        """The facts ``trt-test-db`` would be given for this stage (declared, never probed)."""
         facts: dict[str, object] = {
-            "system_gpu_count": stage.gpu_count,
-            "gpu": stage.gpu_type,
-            "linux_distribution_name": stage.linux_distribution_name,
-            "stage": stage.stage,
-            "backend": stage.backend,
+            "gpu": self.gpu_type,
+            "system_gpu_count": self.gpu_count,
+            "stage": self.stage,
+            "backend": self.backend,
         }
-        for var, low, high in self.ranges:
-            value = facts[var]
-            if not isinstance(value, int) or (low is not None and value < low):
-                return False
-            if high is not None and value > high:
-                return False
-        for var, patterns in self.wildcards:
-            value = facts[var]
-            if value is None or not any(
-                fnmatch.fnmatchcase(str(value).lower(), p.lower()) for p in patterns
-            ):
-                return False
-        return all(facts[var] == value for var, value in self.terms)
+        if self.linux_distribution_name is not None:
+            facts["linux_distribution_name"] = self.linux_distribution_name
+        facts.update(dict(self.extra_facts))
+        return facts
 
 
 @dataclass(frozen=True)
@@ -136,97 +129,52 @@ class TestDb:
     contexts: dict[str, list[Block]] = field(default_factory=dict)
     version: str | None = None
 
-    def entries(self, context: str | None = None, stage: Stage | None = None) -> list[Entry]:
-        """Entries of one context (or all), of blocks whose condition the stage meets (or all).
+    def select(
+        self, context: str | None, facts: Mapping[str, object] | None, *, exact: bool = True
+    ) -> list[Entry]:
+        """Entries of one context (or all) whose block condition ``facts`` meet (or all).
 
-        Duplicates (the same id in two matching blocks) are kept once, first occurrence wins.
+        Duplicates (the same id and filters in two matching blocks) are kept once, first wins.
         """
         names = [context] if context is not None else list(self.contexts)
-        seen: dict[str, Entry] = {}
+        seen: dict[tuple, Entry] = {}
         for name in names:
             for block in self.contexts.get(name, []):
-                if stage is None or block.condition.matches(stage):
+                if facts is None or block.condition.matches(facts, exact=exact):
                     for entry in block.entries:
-                        seen.setdefault(entry.test_id, entry)
+                        seen.setdefault(entry.key, entry)
         return list(seen.values())
 
+    def entries(self, context: str | None = None, stage: Stage | None = None) -> list[Entry]:
+        """Entries of one context (or all), of blocks whose condition the stage meets (or all)."""
+        return self.select(context, stage.facts() if stage is not None else None)
 
-def parse_entry(text: str, reader: NodeReader, node: object) -> tuple[str, int | None] | None:
-    """Split ``"id TIMEOUT (N)"``; refuse absolute paths, ``..`` and unknown suffixes."""
-    match = _ENTRY.fullmatch(text)
-    if match is None:
-        reader.add(node, f"cannot read test entry {text!r}")
-        return None
-    test_id, timeout = match["id"], match["timeout"]
-    head, bracket, params = test_id.partition("[")
-    if re.search(r"\s", head):
-        extra = head.split(None, 1)[1]
-        reader.add(
-            node, f"unexpected text {extra!r} after the test id; only ' TIMEOUT (N)' is supported"
+
+def parse_entry(text: str, source: str, line: int) -> list[Entry]:
+    """The entries one list line gives.
+
+    Raises:
+        LineError: the line breaks the grammar, or carries a waive outcome (SKIP/XFAIL/UNSTABLE),
+            which belongs in ``waives.txt``.
+    """
+    parsed = parse_line(strip_comment(text))
+    if parsed.kind is not None:
+        raise LineError(
+            f"{parsed.kind} is a waive: put '{parsed.paths[0]} {parsed.kind} (reason)' in "
+            f"waives.txt (the outcome markers are {', '.join(WAIVE_KINDS)})"
         )
-        return None
-    path, sep, rest = head.partition("::")
-    path = path.removeprefix("./").rstrip("/")
-    if not path or path.startswith("/") or ".." in path.split("/") or "\\" in path:
-        reader.add(
-            node,
-            f"test path {path or text!r} must be relative to the repository root, without '..'",
+    return [
+        Entry(
+            path,
+            parsed.timeout_minutes,
+            source,
+            line,
+            keyword=parsed.keyword,
+            markexpr=parsed.markexpr,
+            isolation=parsed.isolation,
         )
-        return None
-    return path + sep + rest + bracket + params, int(timeout) if timeout is not None else None
-
-
-def _parse_condition(reader: NodeReader, node: object) -> Condition:
-    ranges: list[tuple[str, int | None, int | None]] = []
-    wildcards: list[tuple[str, tuple[str, ...]]] = []
-    terms: list[tuple[str, str]] = []
-    for key, key_node, value in reader.mapping(node, "condition"):
-        if key == "ranges":
-            for var, var_node, bounds in reader.mapping(value, "ranges"):
-                if var not in _RANGE_VARS:
-                    reader.unknown_key(var_node, var, _RANGE_VARS, "ranges")
-                    continue
-                low: int | None = None
-                high: int | None = None
-                for bound, bound_node, number in reader.mapping(bounds, f"ranges.{var}"):
-                    if bound not in _RANGE_BOUNDS:
-                        reader.unknown_key(bound_node, bound, _RANGE_BOUNDS, f"ranges.{var}")
-                        continue
-                    n = reader.integer(number, f"ranges.{var}.{bound}")
-                    if n is None:
-                        continue
-                    if bound in ("gte", "gt"):
-                        low = n if bound == "gte" else n + 1
-                    else:
-                        high = n if bound == "lte" else n - 1
-                if low is not None and high is not None and low > high:
-                    reader.add(
-                        bounds, f"ranges.{var} is empty ({low} > {high}): no stage can match"
-                    )
-                ranges.append((var, low, high))
-        elif key == "wildcards":
-            for var, var_node, patterns in reader.mapping(value, "wildcards"):
-                if var not in _WILDCARD_VARS:
-                    reader.unknown_key(var_node, var, _WILDCARD_VARS, "wildcards")
-                    continue
-                wildcards.append((var, tuple(reader.strings(patterns, f"wildcards.{var}"))))
-        elif key == "terms":
-            for var, var_node, term in reader.mapping(value, "terms"):
-                if var not in _TERM_VARS:
-                    reader.unknown_key(var_node, var, _TERM_VARS, "terms")
-                    continue
-                text = reader.string(term, f"terms.{var}")
-                allowed = STAGE_TERMS if var == "stage" else BACKENDS
-                if text is not None and text not in allowed:
-                    reader.add(
-                        term,
-                        f"terms.{var} is {text!r}{did_you_mean(text, allowed)} (allowed: {', '.join(allowed)})",
-                    )
-                elif text is not None:
-                    terms.append((var, text))
-        else:
-            reader.unknown_key(key_node, key, _CONDITION_KEYS, "condition")
-    return Condition(tuple(ranges), tuple(wildcards), tuple(terms))
+        for path in parsed.paths
+    ]
 
 
 def _parse_block(reader: NodeReader, node: object, context: str) -> Block | None:
@@ -236,25 +184,36 @@ def _parse_block(reader: NodeReader, node: object, context: str) -> Block | None
         reader.add(node, f"a block of {context!r} has no 'tests' list")
     condition = Condition()
     entries: list[Entry] = []
-    first_line: dict[str, int] = {}
+    first_line: dict[tuple, int] = {}
     for key, key_node, value in pairs:
         if key == "condition":
-            condition = _parse_condition(reader, value)
+            condition = parse_condition(reader, value)
         elif key == "tests":
             for item in reader.sequence(value, "tests"):
                 text = reader.string(item, "a test entry")
-                parsed = parse_entry(text, reader, item) if text is not None else None
-                if parsed is None:
+                if text is None:
                     continue
                 line = item.start_mark.line + 1
-                if parsed[0] in first_line:
-                    reader.add(
-                        item,
-                        f"duplicate entry {parsed[0]!r} (first at line {first_line[parsed[0]]})",
-                    )
+                try:
+                    parsed = parse_entry(text, reader.source, line)
+                except LineError as exc:
+                    reader.add(item, f"{exc} in {text!r}")
                     continue
-                first_line[parsed[0]] = line
-                entries.append(Entry(parsed[0], parsed[1], reader.source, line))
+                for entry in parsed:
+                    earlier = first_line.get(entry.key)
+                    if earlier is None:
+                        first_line[entry.key] = line
+                        entries.append(entry)
+                        continue
+                    index = next(i for i, e in enumerate(entries) if e.key == entry.key)
+                    if entries[index].render() == entry.render():
+                        reader.add(
+                            item, f"duplicate entry {entry.render()!r} (first at line {earlier})"
+                        )
+                        continue
+                    # The same test with other markers: upstream keeps one entry per name and the
+                    # later line's markers win (a dict keyed by test name in test_list_parser.py).
+                    entries[index] = entry
         else:
             reader.unknown_key(key_node, key, _BLOCK_KEYS, "a block")
     line = getattr(node, "start_mark", None)
@@ -301,12 +260,13 @@ def _load_plain(path: Path, reader: NodeReader, db: TestDb) -> TestDb:
         raise TestListError([Problem(reader.source, 1, f"cannot read: {exc}")]) from exc
     entries: list[Entry] = []
     for number, raw in enumerate(lines, start=1):
-        text = raw.strip()
-        if not text or text.startswith("#"):
+        text = strip_comment(raw)
+        if not text:
             continue
-        parsed = parse_entry(text, reader, number)
-        if parsed is not None:
-            entries.append(Entry(parsed[0], parsed[1], reader.source, number))
+        try:
+            entries.extend(parse_entry(text, reader.source, number))
+        except LineError as exc:
+            reader.add(number, f"{exc} in {text!r}")
     if reader.problems:
         raise TestListError(reader.problems)
     db.contexts[path.stem] = [Block(Condition(), tuple(entries), 1)]

@@ -90,13 +90,15 @@ def validate(
     root: Path,
     waives: Path | None = None,
     collect: bool = True,
+    paths: bool = True,
     run: Runner = run_process,
 ) -> list[Problem]:
     """Every problem with the lists in ``directory`` (and the waive file), or ``[]``.
 
-    Checks: YAML keys and values (file:line), stage/context consistency, that every entry's path
-    exists under ``root``, and (with ``collect``) that every node-id entry and waive names at
-    least one test pytest collects.
+    Checks: the grammar of every list and waive line (file:line), stage/context consistency when
+    there is a ``stages.yml``, and unless ``paths`` is False (upstream's folder, checked outside
+    its repository) that every entry's path exists under ``root`` and, with ``collect``, that every
+    node-id entry and waive names at least one test pytest collects.
     """
     try:
         lists = StageLists.load(directory)
@@ -118,8 +120,10 @@ def validate(
             problems.extend(exc.problems)
     elif waives is not None:
         problems.append(Problem(str(waives), 1, "waive file not found"))
+    if not paths:
+        return sorted(problems, key=lambda p: (p.source, p.line))
     node_items = []
-    for source, line, test_id in items:
+    for source, line, test_id in dict.fromkeys(items):
         path = test_id.split("::", 1)[0]
         if not (root / path).exists():
             problems.append(_missing_path_problem(source, line, path, root))

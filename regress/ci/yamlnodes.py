@@ -16,6 +16,7 @@ from pathlib import Path
 
 _INT_TAG = "tag:yaml.org,2002:int"
 _STR_TAG = "tag:yaml.org,2002:str"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 MAX_LIST_FILE_BYTES = 4 * 1024 * 1024
 
 
@@ -161,6 +162,24 @@ class NodeReader:
             self.add(node, f"{what} must be >= {minimum}, got {value}")
             return None
         return value
+
+    def number(self, node, what: str) -> float | None:
+        """An int or float scalar (``gte: 4``, ``gte: 8.9``)."""
+        import yaml
+
+        if node is None or not self._visit(node):
+            return None
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in (_INT_TAG, _FLOAT_TAG):
+            self.add(node, f"{what} must be a number")
+            return None
+        value = self.scalar(node)
+        return float(value)  # type: ignore[arg-type]
+
+    def scalar(self, node) -> object:
+        """A scalar node as YAML's safe loader types it (str, int, float, bool, None)."""
+        import yaml
+
+        return yaml.SafeLoader("").construct_object(node)
 
     def strings(self, node, what: str) -> list[str]:
         """A string or a list of strings, as a list."""

@@ -14,7 +14,7 @@ import os
 import click
 
 from regress import __version__
-from regress.errors import INTERRUPTED, RegressError, save_traceback
+from regress.errors import INTERRUPTED, MissingDependencyError, RegressError, save_traceback
 
 # name -> (module, attribute, one-line help shown by `regress --help`)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -49,6 +49,32 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# Subcommands that need an optional extra: command -> (module to check, extra that provides it).
+# torch is an extra so the CI plumbing installs on a small runner without a multi-GB download.
+_NEEDS: dict[str, tuple[str, str]] = {
+    "demo": ("torch", "torch"),
+    "accept": ("torch", "torch"),
+    "defects": ("torch", "torch"),
+}
+
+
+def _check_extra(name: str) -> None:
+    """Refuse a subcommand whose extra is missing, naming the extra (exit 3, as errors.py says)."""
+    if name not in _NEEDS:
+        return
+    module, extra = _NEEDS[name]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise MissingDependencyError(
+            f"regress {name} needs {module}, which is not installed. Install the '{extra}' extra: "
+            f"pip install torch==2.13.0 && pip install 'regress[{extra}]' "
+            f"(in a checkout: pip install -e '.[{extra}]')"
+        )
+
+
 def _available(name: str) -> bool:
     module = _COMMANDS[name][0]
     return importlib.util.find_spec(module) is not None
@@ -63,6 +89,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in _COMMANDS or not _available(cmd_name):
             return None
+        _check_extra(cmd_name)
         module_name, attr, _ = _COMMANDS[cmd_name]
         return getattr(importlib.import_module(module_name), attr)
 

@@ -109,23 +109,16 @@ def plan(
 
 
 def _comment_from_json(text: str, author: str | None) -> tuple[str, str]:
-    from regress.ci.bot import BotCommand, RunOptions
+    from regress.ci.bot import BotCommand
     from regress.errors import UsageError
 
     try:
         doc = json.loads(text)
-        options = doc.get("options")
-        command = BotCommand(
-            command=str(doc["command"]),
-            author=str(doc["author"]),
-            options=RunOptions(
-                **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
-            )
-            if options is not None
-            else None,
-            comment=doc.get("comment"),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except ValueError as exc:
+        raise UsageError(f"--parsed is not JSON from `regress bot parse`: {exc}") from None
+    try:
+        command = BotCommand.from_json(doc)
+    except UsageError as exc:
         raise UsageError(f"--parsed is not JSON from `regress bot parse`: {exc}") from None
     if author is not None and author.lower() != command.author.lower():
         raise UsageError(f"--author {author} differs from the parsed author {command.author}")

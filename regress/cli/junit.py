@@ -13,6 +13,17 @@ def junit() -> None:
     """Merge and summarise JUnit XML from CI stages (FILE may be written STAGE=FILE)."""
 
 
+def _write(path, data: str | bytes, option: str) -> None:
+    """Atomically, and a write that fails is the user's to fix (exit 2), not a test result."""
+    from regress.errors import UsageError
+    from regress.files import write_atomic
+
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+
+
 def _inputs(files: tuple[str, ...]):
     from regress.ci.junit import parse_input
 
@@ -41,10 +52,12 @@ def merge(files: tuple[str, ...], output: Path, keep_going: bool) -> None:
     """
     from regress.ci import junit as lib
     from regress.errors import UsageError
+    from regress.files import check_output_path
 
+    check_output_path(output, option="--output")
     loaded = lib.load_all(_inputs(files), keep_going=keep_going)
     merged = lib.merge(loaded)
-    lib.write_atomic(merged, output)
+    _write(output, lib.to_bytes(merged), "--output")
     click.echo(
         f"{output}: {len(merged)} suite(s), {merged.tests} tests, {merged.failures} "
         f"failures, {merged.errors} errors, {merged.skipped} skipped"
@@ -69,28 +82,34 @@ def merge(files: tuple[str, ...], output: Path, keep_going: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a Markdown summary (for a PR comment) here.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--json", "json_out", metavar="FILE|-", help="Write the summary as JSON ('-': stdout)."
+)
 @click.option("--keep-going", is_flag=True, help="Summarise readable files; list unreadable ones.")
 @click.option("--fail-on-new", is_flag=True, help="Exit 1 when there are new failures vs baseline.")
 def summary(
     files: tuple[str, ...],
     baselines: tuple[str, ...],
     markdown: Path | None,
-    as_json: bool,
+    json_out: str | None,
     keep_going: bool,
     fail_on_new: bool,
 ) -> None:
     """Per-stage pass/fail/skip table and failure messages; with --baseline, what changed."""
     from regress.ci.junit import load_all, render_markdown, render_text, results_of, summarize
+    from regress.files import STDOUT, check_output_path
 
+    check_output_path(markdown, option="--markdown")
+    check_output_path(json_out, option="--json")
     current = load_all(_inputs(files), keep_going=keep_going)
     base = load_all(_inputs(baselines), keep_going=keep_going) if baselines else None
     result = summarize(results_of(current), results_of(base) if base else None)
     result.problems = current.problems + (base.problems if base else [])
     if markdown is not None:
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(render_markdown(result), encoding="utf-8")
-    if as_json:
+        _write(markdown, render_markdown(result), "--markdown")
+    if json_out is not None and json_out != STDOUT:
+        _write(json_out, json.dumps(result.to_json(), indent=2) + "\n", "--json")
+    if json_out == STDOUT:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         click.echo(render_text(result), nl=False)

@@ -1,4 +1,4 @@
-"""``regress testlist``: show what a CI stage runs, and validate every list against the repo."""
+"""``regress testlist``: show what a CI stage (or a facts query) runs, and validate every list."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ _DIR = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("test-lists"),
     show_default=True,
-    help="The test-lists directory (stages.yml, l0_*.yml, waives.txt).",
+    help="A test-db directory: l0_*.yml lists, optionally stages.yml and waives.txt.",
 )
 
 
@@ -22,50 +22,129 @@ def testlist() -> None:
     """Show and validate CI stage test lists (test-db YAML, as upstream TensorRT-LLM)."""
 
 
+def _facts(text: str, option: str) -> dict[str, object]:
+    from regress.errors import UsageError
+
+    try:
+        facts = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f'{option}: not JSON ({exc}); e.g. \'{{"gpu": "H200"}}\'') from None
+    if not isinstance(facts, dict) or not all(
+        isinstance(v, str | int | float | bool) or v is None for v in facts.values()
+    ):
+        raise UsageError(f"{option}: give a JSON object of facts with scalar values")
+    return facts
+
+
+def _write(doc: object, json_out: str) -> None:
+    from regress.files import STDOUT, write_json_atomic
+
+    if json_out == STDOUT:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        write_json_atomic(json_out, doc)
+
+
 @testlist.command()
 @_DIR
-@click.option("--stage", "stage_name", metavar="NAME", help="Stage to show; omit to list stages.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def show(directory: Path, stage_name: str | None, as_json: bool) -> None:
-    """Print the entries a stage selects (one per line), or every stage without --stage."""
-    from regress.ci.stages import StageLists
+@click.option("--stage", "stage_name", metavar="NAME", help="A stage of stages.yml to show.")
+@click.option("--context", metavar="NAME", help="A test-db context (top-level key) to show.")
+@click.option(
+    "--match",
+    "match",
+    metavar="JSON",
+    help="With --context: facts as trt-test-db takes them; facts not given do not constrain.",
+)
+@click.option(
+    "--match-exact",
+    "match_exact",
+    metavar="JSON",
+    help="With --context: facts; a block testing a fact not given does not match.",
+)
+@click.option("--json", "json_out", metavar="FILE|-", help="Write JSON here ('-': stdout).")
+def show(
+    directory: Path,
+    stage_name: str | None,
+    context: str | None,
+    match: str | None,
+    match_exact: str | None,
+    json_out: str | None,
+) -> None:
+    """Print the entries a stage or a context query selects, or the stages and contexts.
 
+    \b
+    regress testlist show --stage H200-PyTorch-1
+    regress testlist show --dir test-db --context l0_dgx_h200 \\
+        --match-exact '{"gpu": "H200", "system_gpu_count": "8", "stage": "post_merge", ...}'
+    """
+    from regress.ci.stages import StageLists
+    from regress.errors import UsageError
+    from regress.files import check_output_path
+
+    check_output_path(json_out, option="--json")
+    if match is not None and match_exact is not None:
+        raise UsageError("give --match or --match-exact, not both")
+    if (match is not None or match_exact is not None) and context is None:
+        raise UsageError("--match/--match-exact select blocks of one --context NAME")
+    if stage_name is not None and context is not None:
+        raise UsageError("give --stage or --context, not both")
     lists = StageLists.load(directory)
-    if stage_name is None:
+    if stage_name is None and context is None:
+        _overview(lists, json_out)
+        return
+    if stage_name is not None:
+        entries, label = lists.entries(stage_name), {"stage": stage_name}
+    else:
+        query = match_exact if match_exact is not None else match
+        facts = _facts(query, "--match-exact" if match_exact else "--match") if query else None
+        db = lists.context(context)
+        entries = db.select(context, facts, exact=match_exact is not None)
+        label = {"context": context, "facts": facts}
+    if json_out is not None:
         rows = [
             {
-                "stage": s.name,
-                "test_db": s.test_db,
-                "gpu_type": s.gpu_type,
-                "gpu_count": s.gpu_count,
-                "stage_term": s.stage,
-                "backend": s.backend,
-                "entries": len(lists.entries(s.name)) if s.test_db in lists.dbs else 0,
-            }
-            for s in lists.stages.values()
-        ]
-        if as_json:
-            click.echo(json.dumps(rows, indent=2))
-        for r in [] if as_json else rows:
-            click.echo(
-                f"{r['stage']}  ({r['gpu_count']}x {r['gpu_type']}, {r['stage_term']}, "
-                f"{r['test_db']}: {r['entries']} entries)"
-            )
-        return
-    entries = lists.entries(stage_name)
-    if as_json:
-        doc = [
-            {
                 "test": e.test_id,
+                "keyword": e.keyword,
+                "markexpr": e.markexpr,
                 "timeout_minutes": e.timeout_minutes,
+                "isolation": e.isolation,
                 "source": f"{e.source}:{e.line}",
             }
             for e in entries
         ]
-        click.echo(json.dumps({"stage": stage_name, "entries": doc}, indent=2))
+        _write({**label, "entries": rows}, json_out)
+        if json_out != "-":
+            click.echo(f"{len(entries)} entries written to {json_out}")
         return
     for entry in entries:
         click.echo(entry.render())
+
+
+def _overview(lists, json_out: str | None) -> None:
+    rows = [
+        {
+            "stage": s.name,
+            "test_db": s.test_db,
+            "gpu_type": s.gpu_type,
+            "gpu_count": s.gpu_count,
+            "stage_term": s.stage,
+            "backend": s.backend,
+            "entries": len(lists.entries(s.name)) if s.test_db in lists.dbs else 0,
+        }
+        for s in lists.stages.values()
+    ]
+    contexts = {name: str(db.path) for name, db in sorted(lists.dbs.items())}
+    if json_out is not None:
+        _write({"stages": rows, "contexts": contexts}, json_out)
+        return
+    for r in rows:
+        click.echo(
+            f"{r['stage']}  ({r['gpu_count']}x {r['gpu_type']}, {r['stage_term']}, "
+            f"{r['test_db']}: {r['entries']} entries)"
+        )
+    if not rows:
+        for name, path in contexts.items():
+            click.echo(f"{name}  ({path})")
 
 
 @testlist.command()
@@ -85,8 +164,15 @@ def show(directory: Path, stage_name: str | None, as_json: bool) -> None:
 @click.option(
     "--no-collect", is_flag=True, help="Skip `pytest --collect-only` (paths and keys only)."
 )
-def validate(directory: Path, root: Path | None, waives: Path | None, no_collect: bool) -> None:
-    """Check every list: YAML keys, stages, paths on disk, node ids pytest collects.
+@click.option(
+    "--syntax-only",
+    is_flag=True,
+    help="Check the grammar only, not paths on disk (upstream's folder, outside its repo).",
+)
+def validate(
+    directory: Path, root: Path | None, waives: Path | None, no_collect: bool, syntax_only: bool
+) -> None:
+    """Check every list: grammar and keys, stages, paths on disk, node ids pytest collects.
 
     Problems are printed as FILE:LINE: MESSAGE; exit 2 if there is any.
     """
@@ -94,7 +180,9 @@ def validate(directory: Path, root: Path | None, waives: Path | None, no_collect
     from regress.errors import UsageError
 
     root = root if root is not None else directory.resolve().parent
-    problems = run_validation(directory, root=root, waives=waives, collect=not no_collect)
+    problems = run_validation(
+        directory, root=root, waives=waives, collect=not no_collect, paths=not syntax_only
+    )
     if problems:
         for problem in problems:
             click.echo(str(problem), err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -13,9 +14,13 @@ from hypothesis import strategies as st
 
 from regress.ci.bot import (
     BOOL_FLAGS,
+    GLOB_CHARACTERS,
     MAX_COMMENT_BYTES,
+    SHELL_METACHARACTERS,
+    BotCommand,
     BotRejection,
     load_allow_list,
+    match_stages,
     parse_comment,
 )
 from regress.ci.plan import choose_stages, plan
@@ -63,7 +68,13 @@ def test_run_with_every_kind_of_flag_normalises():
             "add_multi_gpu_test": False,
             "only_multi_gpu_test": False,
             "disable_multi_gpu_test": False,
+            "only_perf_sanity_test": False,
+            "disable_reuse_test": False,
             "detailed_log": True,
+            "debug": False,
+            "high_priority": False,
+            "reuse_test": False,
+            "reuse_pipeline_id": None,
         },
     }
 
@@ -133,7 +144,14 @@ HOSTILE = [
     ("/bot run > /dev/sda", "shell metacharacter '>'"),
     ("/bot run --stage-list 'H200-1'", "shell metacharacter"),
     ("/bot run --stage-list H200-1\\", "shell metacharacter '\\\\'"),
-    ("/bot run --stage-list H200-*", "shell metacharacter '*'"),
+    ("/bot run --gpu-type H200*", "shell metacharacter '*' at column 25"),
+    ("/bot run --stage-list H200-?", "shell metacharacter '?'"),
+    ("/bot run --stage-list Z*", "stage pattern 'Z*' matches no stage"),
+    ("/bot run --stage-list H200-[9]", "unknown stage 'H200-[9]'"),
+    ('/bot skip --comment "ship it!"', "shell metacharacter '!'"),
+    ('/bot skip --comment "all [green]"', "shell metacharacter '['"),
+    ("/bot skip --comment --stage-list=*", "shell metacharacter '*' in the reason"),
+    ('/bot skip --comment --extra-stage "*"', 'use /bot skip --comment "reason"'),
     ("/bot run\nrm -rf /", "control character newline"),
     ("/bot run\r\n/bot kill", "control character carriage return"),
     ("/bot run\t--post-merge", "control character tab"),
@@ -153,7 +171,14 @@ HOSTILE = [
     ("/bot run --extra-stage Nope-1", "unknown stage 'Nope-1'"),
     ("/bot run --gpu-type A100", "unknown gpu type 'A100'"),
     ("/bot run --test-backend tensorrt", "unknown test backend 'tensorrt'"),
-    ("/bot run --reuse-test 123", "unknown flag '--reuse-test'"),
+    ("/bot run --reuse-test 12ab", "optional pipeline id (digits), got '12ab'"),
+    ("/bot run --reuse-test --disable-reuse-test", "--reuse-test contradicts"),
+    ("/bot run --reuse-test 1 --reuse-test 2", "--reuse-test given twice"),
+    ("/bot run --debug", "exactly one stage"),
+    ('/bot run --debug --stage-list "H200-1, CPU-1"', "exactly one stage"),
+    ("/bot run --debug --stage-list *", "exactly one stage"),
+    ("/bot run --stage-list H200-1 --only-perf-sanity-test", "names the stages explicitly"),
+    ("/bot run --high-priority=yes", "unknown flag"),
     (
         "/bot run --stagelist H200-1",
         "unknown flag '--stagelist' for run; did you mean '--stage-list'?",
@@ -324,7 +349,187 @@ def test_cli_plan_revalidates_tampered_json():
 
 def test_every_bool_flag_round_trips_through_the_grammar():
     for flag in BOOL_FLAGS:
-        if flag in ("--only-multi-gpu-test",):
-            continue
-        command = parse(f"/bot run {flag}")
+        comment = f"/bot run {flag}" + (" --stage-list H200-1" if flag == "--debug" else "")
+        command = parse(comment)
         assert getattr(command.options, flag[2:].replace("-", "_")) is True
+        assert parse(command.to_comment()) == command
+
+
+@pytest.mark.parametrize("char", sorted(SHELL_METACHARACTERS))
+def test_each_shell_metacharacter_is_refused_in_free_text(char):
+    # One case per character: removing any one of them from the set turns its case red.
+    with pytest.raises(BotRejection, match=re.escape(f"shell metacharacter {char!r}")):
+        parse(f'/bot skip --comment "ship it{char}"')
+
+
+@pytest.mark.parametrize("char", sorted(SHELL_METACHARACTERS - GLOB_CHARACTERS))
+def test_each_non_glob_metacharacter_is_refused_even_in_a_stage_selector(char):
+    with pytest.raises(BotRejection, match=re.escape(f"shell metacharacter {char!r}")):
+        parse(f'/bot run --stage-list "H200-{char}"')
+
+
+def test_the_metacharacter_set_is_the_full_list():
+    assert frozenset(";|&$`<>(){}[]*?!~\\'") == SHELL_METACHARACTERS
+    assert len(SHELL_METACHARACTERS) == 19
+    assert GLOB_CHARACTERS < SHELL_METACHARACTERS
+
+
+@pytest.mark.parametrize(
+    ("comment", "expected"),
+    [
+        ("/bot run --stage-list H200-*", {"stage_list": ["H200-1"]}),
+        (
+            '/bot run --stage-list "*"',
+            {"stage_list": ["CPU-1", "H200-1", "B200-4", "B200-4-Post-Merge"]},
+        ),
+        (
+            '/bot run --stage-list "B200-4*, CPU-*"',
+            {"stage_list": ["B200-4", "B200-4-Post-Merge", "CPU-1"]},
+        ),
+        ("/bot run --stage-list=*Post-Merge", {"stage_list": ["B200-4-Post-Merge"]}),
+        ('/bot run --stage-list "B200-4-[Post-Merge]"', {"stage_list": ["B200-4-Post-Merge"]}),
+        ('/bot run --extra-stage "*-[Post-Merge]"', {"extra_stage": ["B200-4-Post-Merge"]}),
+        (
+            '/bot run --post-merge --stage-list "H200-1"',
+            {"post_merge": True, "stage_list": ["H200-1"]},
+        ),
+        ("/bot run --reuse-test", {"reuse_test": True, "reuse_pipeline_id": None}),
+        ("/bot run --reuse-test 1234", {"reuse_test": True, "reuse_pipeline_id": "1234"}),
+        ("/bot run --reuse-test=77 --disable-fail-fast", {"reuse_pipeline_id": "77"}),
+        ("/bot run --disable-reuse-test", {"disable_reuse_test": True}),
+        ("/bot run --only-perf-sanity-test", {"only_perf_sanity_test": True}),
+        ('/bot run --stage-list "H200-1" --debug', {"debug": True, "stage_list": ["H200-1"]}),
+        ("/bot run --high-priority", {"high_priority": True}),
+    ],
+)
+def test_upstream_grammar_is_accepted(comment, expected):
+    command = parse(comment)
+    options = command.to_json()["options"]
+    assert {k: options[k] for k in expected} == expected
+    assert parse(command.to_comment()) == command
+
+
+@pytest.mark.parametrize("comment", ["/bot run --help", "/bot run -h", "/bot -h", "/bot --help"])
+def test_run_help_is_help(comment):
+    doc = parse(comment).to_json()
+    assert doc["command"] == "help" and "--reuse-test" in doc["text"]
+
+
+@given(
+    st.text(alphabet=st.sampled_from(list("*[]-_.AB0124CPUH")), min_size=1, max_size=12).filter(
+        lambda s: s[0] not in "-_."
+    )
+)
+def test_a_stage_selector_only_ever_yields_known_stage_names(selector):
+    names = list(LISTS.stages)
+    assert set(match_stages(selector, names)) <= set(names)
+    try:
+        command = parse(f'/bot run --stage-list "{selector}"')
+    except BotRejection:
+        return
+    assert set(command.options.stage_list) <= set(names)
+
+
+def test_selectors_touch_neither_the_file_system_nor_a_shell(monkeypatch, tmp_path):
+    # Plant files a shell or a glob would find, and make every such door raise.
+    (tmp_path / "H200-evil").write_text("x")
+    monkeypatch.chdir(tmp_path)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"a selector reached {args!r}")
+
+    import fnmatch
+    import glob
+    import os
+    import subprocess
+
+    for module, name in [
+        (glob, "glob"),
+        (glob, "iglob"),
+        (fnmatch, "fnmatch"),
+        (fnmatch, "fnmatchcase"),
+        (fnmatch, "filter"),
+        (os, "listdir"),
+        (os, "scandir"),
+        (os, "system"),
+        (subprocess, "run"),
+        (subprocess, "Popen"),
+        (Path, "glob"),
+        (Path, "iterdir"),
+    ]:
+        monkeypatch.setattr(module, name, forbidden)
+    command = parse('/bot run --stage-list "H200-*, *Post-Merge, B200-[4]*"')
+    assert command.options.stage_list == ("H200-1", "B200-4-Post-Merge", "B200-4")
+    with pytest.raises(BotRejection, match="matches no stage"):
+        parse("/bot run --stage-list H200-evil*")
+
+
+def test_from_json_is_in_the_library_and_checks_types():
+    doc = parse('/bot run --stage-list "H200-1" --reuse-test 5').to_json()
+    assert BotCommand.from_json(doc) == parse('/bot run --stage-list "H200-1" --reuse-test 5')
+    for broken in (
+        [],
+        {**doc, "schema": 2},
+        {**doc, "author": 3},
+        {**doc, "options": {"stage_list": "H200-1"}},
+        {**doc, "options": {"post_merge": "yes"}},
+        {**doc, "options": {"rm_rf": True}},
+        {**doc, "options": {"reuse_pipeline_id": 5}},
+    ):
+        with pytest.raises(UsageError):
+            BotCommand.from_json(broken)
+
+
+def test_plan_gives_runner_labels_and_the_reuse_and_priority_flags():
+    doc = plan(
+        parse('/bot run --stage-list "B200-4, CPU-1" --high-priority --reuse-test 9'), LISTS
+    ).to_json()
+    assert [s["runs_on"] for s in doc["stages"]] == [
+        ["self-hosted", "gpu", "b200", "gpus-4"],
+        ["ubuntu-latest"],
+    ]
+    assert doc["high_priority"] is True and doc["reuse"] == "9"
+    assert plan(parse("/bot run --reuse-test"), LISTS).reuse == "last"
+    assert plan(parse("/bot run"), LISTS).reuse is None
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "run",
+                "skip",
+                "kill",
+                "--comment",
+                "--stage-list",
+                "--extra-stage",
+                "--gpu-type",
+                "--stage-list=*",
+                "--extra-stage=H*",
+                "*",
+                '"*"',
+                "H200-*",
+                '"x [y]"',
+                "[Post-Merge]",
+                "--post-merge",
+                "--debug",
+                "--reuse-test",
+                "7",
+            ]
+        ),
+        max_size=6,
+    )
+)
+def test_glob_characters_survive_only_as_resolved_stage_names(words):
+    try:
+        command = parse("/bot " + " ".join(words))
+    except BotRejection:
+        return
+    names = set(LISTS.stages)
+    strings = [command.comment or ""]
+    if command.options is not None:
+        assert set(command.options.stage_list) <= names
+        assert set(command.options.extra_stage) <= names
+        for value in vars(command.options).values():
+            strings += list(value) if isinstance(value, tuple) else [str(value)]
+    assert not any(ch in text for text in strings for ch in GLOB_CHARACTERS), strings

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from regress.ci import junit
 from regress.cli import cli
 from regress.errors import UsageError
+from regress.files import write_atomic
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "junit"
 GPU_NOW = DATA / "current" / "H200-PyTorch-1" / "results.xml"
@@ -81,7 +82,7 @@ def test_merge_names_suites_after_stages_and_recounts(tmp_path):
     assert (suites["H200-PyTorch-1"].tests, suites["CPU-Unit-1"].tests) == (7, 4)
     assert (merged.tests, merged.failures, merged.errors, merged.skipped) == (11, 2, 1, 3)
     out = tmp_path / "all.xml"
-    junit.write_atomic(merged, out)
+    write_atomic(out, junit.to_bytes(merged))
     assert [p.name for p in tmp_path.iterdir()] == ["all.xml"]  # no temp file left behind
     again = junit.load(out)
     assert (again.tests, again.failures, again.errors, again.skipped) == (11, 2, 1, 3)
@@ -89,7 +90,7 @@ def test_merge_names_suites_after_stages_and_recounts(tmp_path):
 
 def test_merging_a_merged_file_keeps_its_stage_suites(tmp_path):
     out = tmp_path / "all.xml"
-    junit.write_atomic(junit.merge(load(GPU_NOW, CPU_NOW)), out)
+    write_atomic(out, junit.to_bytes(junit.merge(load(GPU_NOW, CPU_NOW))))
     remerged = junit.merge(load(out, f"Extra-1={CPU_NOW}"))
     assert sorted(s.name for s in remerged) == ["CPU-Unit-1", "Extra-1", "H200-PyTorch-1"]
 
@@ -219,7 +220,7 @@ def test_cli_summary_text_json_markdown_and_fail_on_new(tmp_path):
     assert text.exit_code == 0
     assert "new failures vs baseline (2):" in text.output
     assert md.read_text().startswith("## Test results")
-    as_json = CliRunner().invoke(cli, [*base, "--json"])
+    as_json = CliRunner().invoke(cli, [*base, "--json", "-"])
     doc = json.loads(as_json.output)
     assert [s["stage"] for s in doc["stages"]] == ["CPU-Unit-1", "H200-PyTorch-1"]
     assert len(doc["fixed"]) == 1
@@ -238,3 +239,43 @@ def test_cli_summary_keep_going_lists_unreadable_files(tmp_path):
     assert f"unreadable: {TRUNCATED}: not well-formed XML" in result.output
     assert "### Unreadable result files" in md.read_text()
     assert CliRunner().invoke(cli, args[:4]).exit_code == 2
+
+
+def _unwritable(tmp_path: Path) -> str:
+    """A path no one can write: a file inside a regular file (a folder where one is needed)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    return str(blocker / "out.xml")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["merge", "{cpu}", "-o", "{bad}"], "--output"),
+        (["merge", "{cpu}", "-o", "{folder}"], "--output"),
+        (["summary", "{cpu}", "--markdown", "{bad}"], "--markdown"),
+        (["summary", "{cpu}", "--markdown", "{folder}"], "--markdown"),
+        (["summary", "{cpu}", "--json", "{bad}"], "--json"),
+        (["summary", "{missing}", "--json", "{bad}"], "--json"),  # checked before any reading
+    ],
+)
+def test_every_output_path_is_checked_before_work_and_nothing_is_written(tmp_path, argv, option):
+    values = {
+        "cpu": str(CPU_NOW),
+        "bad": _unwritable(tmp_path),
+        "folder": str(tmp_path),
+        "missing": str(tmp_path / "missing.xml"),
+    }
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = CliRunner().invoke(cli, ["junit", *(a.format(**values) for a in argv)])
+    assert result.exit_code == 2, result.output
+    assert option in result.output and "missing.xml" not in result.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_summary_json_to_a_file(tmp_path):
+    out = tmp_path / "deep" / "summary.json"
+    result = CliRunner().invoke(cli, ["junit", "summary", str(CPU_NOW), "--json", str(out)])
+    assert result.exit_code == 0
+    assert json.loads(out.read_text())["schema"] == 1
+    assert "stage" in result.output  # the text table still goes to the terminal

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from regress.ci.selection import nodeid_keys, select, suggestions
 from regress.ci.stages import StageLists, load_stages, resolve_entries
-from regress.ci.testlist import Condition, Entry, Stage, TestListError, load_test_db
+from regress.ci.testlist import Entry, Stage, TestListError, load_test_db
 from regress.ci.validation import parse_collect_output, validate
 from regress.cli import cli
 from regress.errors import UsageError
@@ -68,7 +71,7 @@ def test_bad_test_db_reports_every_problem_with_its_line():
     assert "did you mean 'system_gpu_count'" in messages
     assert "did you mean 'pre_merge'" in messages
     assert "duplicate entry" in messages and "first at line 16" in messages
-    assert "'ISOLATION'" in messages
+    assert "unknown marker 'ISOLATED'" in messages
     assert messages.count("relative to the repository root") == 2
 
 
@@ -104,9 +107,24 @@ def test_error_message_is_file_colon_line():
             "l0:\n- condition: {ranges: {system_gpu_count: {gte: 2, lte: 1}}}\n  tests: [a]\n",
             "is empty",
         ),
-        ("l0:\n- condition: {ranges: {system_gpu_count: {gte: yes}}}\n  tests: [a]\n", "integer"),
+        ("l0:\n- condition: {ranges: {system_gpu_count: {gte: yes}}}\n  tests: [a]\n", "a number"),
         ("l0:\n- condition: {terms: {backend: torch}}\n  tests: [a]\n", "did you mean 'pytorch'"),
-        ("l0:\n- condition: {terms: {arch: x86}}\n  tests: [a]\n", "unknown key 'arch'"),
+        ("l0:\n- condition: {terms: {suports_fp8: true}}\n  tests: [a]\n", "'supports_fp8'"),
+        ("l0:\n- condition: {terms: {cpu: [x86_64]}}\n  tests: [a]\n", "a single value"),
+        (
+            "l0:\n- condition: {ranges: {system_gpu_count: {gte: 1, lt: 1}}}\n  tests: [a]\n",
+            "empty",
+        ),
+        ("l0:\n- condition: {ranges: {system_gpu_count: {eq: 1}}}\n  tests: [a]\n", "'eq'"),
+        ("l0:\n- tests: ['a.py SKIP (x)']\n", "SKIP is a waive"),
+        ("l0:\n- tests: ['a.py TIMEOUT (1) TIMEOUT (2)']\n", "separate markers"),
+        ("l0:\n- tests: ['a.py TIMEOUT (1), TIMEOUT (2)']\n", "TIMEOUT given twice"),
+        ("l0:\n- tests: ['a.py ISOLATION,']\n", "must not end with ','"),
+        ("l0:\n- tests: ['a.py , ISOLATION']\n", "stray ','"),
+        ("l0:\n- tests: ['a.py -k']\n", "-k needs an expression"),
+        ('l0:\n- tests: [\'a.py -m "x" -m "y"\']\n', "-m given twice"),
+        ("l0:\n- tests: ['a.py -k \"x']\n", "unbalanced quote"),
+        ("l0:\n- tests: ['full:B200/a.py']\n", "belongs in waives"),
         ("l0:\n- condition: {}\n", "has no 'tests' list"),
         ("l0-bad:\n- tests: [a]\n", "must be an identifier"),
     ],
@@ -132,23 +150,188 @@ def test_plain_txt_lists_are_read_line_by_line(tmp_path):
 STAGE = Stage("S", "l0", gpu_type="H200", gpu_count=1, stage="pre_merge", backend="pytorch")
 
 
+def condition(text: str):
+    import yaml
+
+    from regress.ci.conditions import parse_condition
+    from regress.ci.yamlnodes import NodeReader
+
+    reader = NodeReader("inline")
+    parsed = parse_condition(reader, yaml.compose(text))
+    assert reader.problems == []
+    return parsed
+
+
 @pytest.mark.parametrize(
-    ("condition", "matches"),
+    ("text", "matches"),
     [
-        (Condition(), True),
-        (Condition(ranges=(("system_gpu_count", 1, 1),)), True),
-        (Condition(ranges=(("system_gpu_count", 2, None),)), False),
-        (Condition(ranges=(("system_gpu_count", None, 0),)), False),
-        (Condition(wildcards=(("gpu", ("*h200*",)),)), True),
-        (Condition(wildcards=(("gpu", ("*H200*",)),)), True),
-        (Condition(wildcards=(("gpu", ("*h100*", "*b200*")),)), False),
-        (Condition(wildcards=(("linux_distribution_name", ("ubuntu*",)),)), False),
-        (Condition(terms=(("stage", "pre_merge"), ("backend", "pytorch"))), True),
-        (Condition(terms=(("stage", "post_merge"),)), False),
+        ("{}", True),
+        ("{ranges: {system_gpu_count: {gte: 1, lte: 1}}}", True),
+        ("{ranges: {system_gpu_count: {gte: 2}}}", False),
+        ("{ranges: {system_gpu_count: {lte: 0}}}", False),
+        ("{ranges: {system_gpu_count: {gt: 0, lt: 2}}}", True),
+        ("{ranges: {system_gpu_count: {gt: 1}}}", False),
+        ("{wildcards: {gpu: ['*h200*']}}", True),
+        ("{wildcards: {gpu: '*H200*'}}", True),
+        ("{wildcards: {gpu: ['*h100*', '*b200*']}}", False),
+        ("{wildcards: {linux_distribution_name: 'ubuntu*'}}", False),  # a fact S does not declare
+        ("{terms: {stage: pre_merge, backend: pytorch}}", True),
+        ("{terms: {stage: post_merge}}", False),
+        ("{terms: {orchestrator: mpi}}", False),  # undeclared: a stage's facts are complete
     ],
 )
-def test_conditions_are_matched_against_the_stages_declared_facts(condition, matches):
-    assert condition.matches(STAGE) is matches
+def test_conditions_are_matched_against_the_stages_declared_facts(text, matches):
+    assert condition(text).matches(STAGE.facts()) is matches
+
+
+@pytest.mark.parametrize(
+    ("text", "facts", "exact", "matches"),
+    [
+        # trt-test-db queries as Jenkins writes them: numbers and booleans arrive as strings.
+        ("{ranges: {system_gpu_count: {gte: 4, lte: 4}}}", {"system_gpu_count": "4"}, True, True),
+        ("{ranges: {system_gpu_count: {gte: 4, lte: 4}}}", {"system_gpu_count": "8"}, True, False),
+        ("{ranges: {compute_capability: {gte: 8.9}}}", {"compute_capability": 9.0}, True, True),
+        ("{ranges: {compute_capability: {gte: 8.9}}}", {"compute_capability": "8.6"}, True, False),
+        ("{ranges: {system_gpu_count: {gte: 1}}}", {"system_gpu_count": "many"}, True, False),
+        ("{terms: {supports_fp8: true}}", {"supports_fp8": True}, True, True),
+        ("{terms: {supports_fp8: true}}", {"supports_fp8": "True"}, True, True),
+        ("{terms: {supports_fp8: true}}", {"supports_fp8": False}, True, False),
+        ("{terms: {supports_fp8: true}}", {"supports_fp8": "1"}, True, False),
+        ("{terms: {system_gpu_count: 8}}", {"system_gpu_count": "8"}, True, True),
+        ("{terms: {orchestrator: mpi}}", {"orchestrator": "mpi"}, True, True),
+        ("{terms: {orchestrator: mpi}}", {"orchestrator": "ray"}, True, False),
+        ("{terms: {orchestrator: mpi}}", {"orchestrator": "MPI"}, True, False),
+        ("{terms: {orchestrator: mpi}}", {}, True, False),
+        ("{terms: {orchestrator: mpi}}", {}, False, True),  # --match: unspecified facts pass
+        ("{wildcards: {cpu: x86_64}}", {"cpu": "x86_64"}, True, True),
+        ("{wildcards: {cpu: x86_64}}", {"cpu": "aarch64"}, False, False),
+        ("{wildcards: {gpu: ['*b200*']}}", {"gpu": "B200"}, True, True),
+        ("{wildcards: {gpu: ['*b200*']}}", {"gpu": "GB200"}, True, True),  # as upstream's pattern
+        ("{wildcards: {gpu: ['*b200*']}}", {"gpu": None}, False, False),
+        ("{wildcards: {is_linux: 'tr*'}}", {"is_linux": True}, True, True),
+    ],
+)
+def test_condition_values_are_compared_as_upstream_passes_them(text, facts, exact, matches):
+    assert condition(text).matches(facts, exact=exact) is matches
+
+
+GRAMMAR = DATA / "grammar" / "l0_grammar.yml"
+B200_FACTS = {
+    "gpu": "B200",
+    "system_gpu_count": "8",
+    "stage": "pre_merge",
+    "backend": "pytorch",
+    "orchestrator": "mpi",
+    "supports_fp8": True,
+    "cpu": "x86_64",
+    "linux_distribution_name": "ubuntu",
+}
+
+
+def test_every_test_db_construct_parses_to_what_it_says():
+    db = load_test_db(GRAMMAR)
+    rendered = [e.render() for e in db.select("l0_grammar", B200_FACTS)]
+    assert rendered == [
+        'tests/gpu/test_multi.py -k "GLM52 and not DeepSeek"',
+        'tests/gpu/test_multi.py -m "gpu"',
+        "tests/gpu/test_single.py::test_cuda ISOLATION",
+        "tests/gpu/test_single.py::test_trt TIMEOUT (20)",
+        "tests/unit/test_u.py::test_a ISOLATION, TIMEOUT (120)",
+        "tests/unit/test_u.py::test_b ISOLATION, TIMEOUT (90)",
+        "tests/test_top.py",
+        "tests/unit",
+    ]
+    lines = [e.line for e in db.select("l0_grammar", B200_FACTS)]
+    assert lines[-2] == lines[-1]  # the two paths of one multi-path line
+
+
+@pytest.mark.parametrize(
+    ("facts", "exact", "expected"),
+    [
+        (B200_FACTS, True, 8),
+        ({**B200_FACTS, "gpu": "GB300"}, True, 8),
+        ({**B200_FACTS, "supports_fp8": "false"}, True, 0),
+        ({**B200_FACTS, "orchestrator": "ray"}, True, 0),
+        ({**B200_FACTS, "system_gpu_count": "2"}, True, 0),
+        ({"gpu": "B200", "system_gpu_count": "4"}, True, 0),
+        ({"gpu": "B200", "system_gpu_count": "4"}, False, 8),
+        ({"stage": "post_merge", "system_gpu_count": "1", "compute_capability": "9.0"}, True, 1),
+        ({"stage": "post_merge"}, False, 1),
+        ({}, False, 9),
+    ],
+)
+def test_a_context_query_selects_blocks_like_trt_test_db(facts, exact, expected):
+    assert len(load_test_db(GRAMMAR).select("l0_grammar", facts, exact=exact)) == expected
+
+
+def test_a_test_db_folder_without_stages_yml_is_read_as_it_is(tmp_path):
+    shutil.copy(GRAMMAR, tmp_path / "l0_grammar.yml")
+    lists = StageLists.load(tmp_path)
+    assert lists.stages == {} and list(lists.dbs) == ["l0_grammar"]
+    assert lists.consistency_problems() == []
+    assert len(lists.query("l0_grammar", B200_FACTS, exact=True)) == 8
+    with pytest.raises(UsageError, match=r"no stages.yml, so no stage 'X'.*--context NAME --match"):
+        lists.stage("X")
+    with pytest.raises(UsageError, match=r"defines context 'l0_grammer'; closest: l0_grammar"):
+        lists.context("l0_grammer")
+
+
+def test_cli_show_with_a_context_query_on_a_folder_without_stages(tmp_path):
+    shutil.copy(GRAMMAR, tmp_path / "l0_grammar.yml")
+    run = CliRunner().invoke
+    args = ["testlist", "show", "--dir", str(tmp_path), "--context", "l0_grammar"]
+    exact = run(cli, [*args, "--match-exact", json.dumps(B200_FACTS)])
+    assert exact.exit_code == 0, exact.output
+    assert exact.output.splitlines()[2] == "tests/gpu/test_single.py::test_cuda ISOLATION"
+    loose = run(cli, [*args, "--match", '{"gpu": "B200", "system_gpu_count": "8"}'])
+    assert loose.exit_code == 0 and len(loose.output.splitlines()) == 8
+    listed = run(cli, ["testlist", "show", "--dir", str(tmp_path)])
+    assert listed.output.startswith("l0_grammar  (")
+    bad = run(cli, [*args, "--match", "{not json"])
+    assert bad.exit_code == 2 and "--match: not JSON" in bad.output
+    both = run(cli, [*args, "--match", "{}", "--match-exact", "{}"])
+    assert both.exit_code == 2 and "not both" in both.output
+    out = tmp_path / "out" / "q.json"
+    written = run(cli, [*args, "--match", "{}", "--json", str(out)])
+    assert written.exit_code == 0 and json.loads(out.read_text())["context"] == "l0_grammar"
+
+
+def test_cli_show_json_path_is_checked_before_any_work(tmp_path):
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o500)
+    try:
+        result = CliRunner().invoke(
+            cli,
+            [
+                "testlist",
+                "show",
+                "--dir",
+                str(tmp_path / "missing"),
+                "--json",
+                str(tmp_path / "ro" / "x.json"),
+            ],
+        )
+    finally:
+        (tmp_path / "ro").chmod(0o700)
+    if os.geteuid() == 0:  # root can write anywhere: point at a folder instead
+        result = CliRunner().invoke(
+            cli, ["testlist", "show", "--dir", str(tmp_path / "missing"), "--json", str(tmp_path)]
+        )
+    assert result.exit_code == 2
+    assert "--json" in result.output and "missing" not in result.output  # before loading lists
+
+
+def test_cli_validate_syntax_only_on_a_folder_whose_paths_are_elsewhere(tmp_path):
+    shutil.copy(GRAMMAR, tmp_path / "l0_grammar.yml")
+    shutil.copy(DATA / "grammar" / "waives.txt", tmp_path / "waives.txt")
+    run = CliRunner().invoke
+    ok = run(cli, ["testlist", "validate", "--dir", str(tmp_path), "--syntax-only"])
+    assert ok.exit_code == 0, ok.output
+    paths = run(cli, ["testlist", "validate", "--dir", str(tmp_path), "--no-collect"])
+    assert paths.exit_code == 2 and "does not exist" in paths.output
+    (tmp_path / "waives.txt").write_text("a.py::t SKIP (x) trailing\n")
+    broken = run(cli, ["testlist", "validate", "--dir", str(tmp_path), "--syntax-only"])
+    assert broken.exit_code == 2 and "waives.txt:1: unexpected 'trailing'" in broken.output
 
 
 def test_nodeid_keys_walk_from_the_id_up_to_its_directories():
@@ -345,3 +528,49 @@ def test_repository_lists_parse_and_every_stage_selects_tests():
     assert {"CPU-PyTorch-1", "H200-PyTorch-1", "DGX_B200-8_GPUs-PyTorch-1"} <= set(lists.stages)
     assert any(s.post_merge for s in lists.stages.values())
     assert [e.test_id for e in lists.entries("CPU-PyTorch-1")] == ["tests/unit"]
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=8)
+
+
+@given(
+    path=st.lists(_WORD, min_size=1, max_size=3).map(lambda p: "/".join(p) + ".py"),
+    names=st.lists(_WORD, max_size=2),
+    params=st.one_of(st.none(), st.text(alphabet="abc-=:. 12", min_size=1, max_size=10)),
+    keyword=st.one_of(st.none(), _WORD.map(lambda w: f"k{w} and not slow")),
+    markexpr=st.one_of(st.none(), _WORD.map(lambda w: f"m{w} or gpu")),
+    timeout=st.one_of(st.none(), st.integers(1, 600)),
+    isolation=st.booleans(),
+)
+def test_an_entry_renders_to_a_line_that_parses_back_to_it(
+    path, names, params, keyword, markexpr, timeout, isolation
+):
+    from regress.ci.testlist import parse_entry
+
+    test_id = "::".join([path, *names]) + (f"[{params}]" if params and names else "")
+    entry = Entry(test_id, timeout, "f.yml", 3, keyword, markexpr, isolation)
+    assert parse_entry(entry.render(), "f.yml", 3) == [entry]
+
+
+def test_a_stage_declares_further_facts_for_upstream_style_conditions(tmp_path):
+    shutil.copy(GRAMMAR, tmp_path / "l0_grammar.yml")
+    stage = (
+        "    test_db: l0_grammar\n    gpu_type: B200\n    gpu_count: 8\n"
+        "    stage: pre_merge\n    backend: pytorch\n    linux_distribution_name: ubuntu\n"
+    )
+    facts = "    facts: {orchestrator: mpi, cpu: x86_64, supports_fp8: true}\n"
+    (tmp_path / "stages.yml").write_text(
+        f"stages:\n  B200-MPI:\n{stage}{facts}  B200-bare:\n{stage}", encoding="utf-8"
+    )
+    lists = StageLists.load(tmp_path)
+    assert len(lists.entries("B200-MPI")) == 8
+    assert lists.entries("B200-bare") == []  # a declared stage's facts are complete: no guessing
+    assert any(
+        "B200-bare" in p.message and "selects no tests" in p.message
+        for p in lists.consistency_problems()
+    )
+    (tmp_path / "stages.yml").write_text(
+        f"stages:\n  B200-MPI:\n{stage}    facts: {{cpu: [x86_64]}}\n", encoding="utf-8"
+    )
+    with pytest.raises(TestListError, match=r"facts\.cpu must be a single value"):
+        load_stages(tmp_path / "stages.yml")

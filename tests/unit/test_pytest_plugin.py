@@ -22,7 +22,7 @@ ALL_TESTS = 10
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A small repository with stage lists, isolated from the outer run's xdist and GPUs."""
     write_project(pytester.path, LISTS)
-    pytester.makeini("[pytest]\naddopts = -ra --strict-markers\n")
+    pytester.makeini("[pytest]\naddopts = -ra --strict-markers\nregress = true\n")
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # deterministic: no GPU, even on a GPU box
@@ -178,7 +178,7 @@ def test_an_entry_matching_nothing_is_an_error_naming_the_closest_ids(project):
     result.stdout.fnmatch_lines(
         [
             "*ERROR collecting test-lists/l0_cpu.yml*",
-            "test-lists/l0_cpu.yml:13: 'tests/test_top.py::test_onee' matches no collected test;"
+            "test-lists/l0_cpu.yml:13: 'tests/test_top.py::test_onee TIMEOUT (2)' matches no collected test;"
             " closest collected: tests/test_top.py::test_one*",
         ]
     )
@@ -244,12 +244,24 @@ def test_waives_show_in_the_summary_and_in_junit(project):
     assert waive.get("name") == "waive" and "waives.txt:2" in waive.get("value")
 
 
-def test_gpu_scoped_waives_apply_only_on_that_gpu(project, fake_gpus):
-    args = ["tests/gpu/test_single.py::test_cuda", "--waives", "test-lists/waives.txt"]
-    fake_gpus(1, "NVIDIA H200")
-    project.runpytest(*args).stdout.fnmatch_lines(["*waived: https://nvbugs/3 only on H200"])
-    fake_gpus(1, "NVIDIA B200")
-    project.runpytest(*args).assert_outcomes(passed=1)
+@pytest.mark.parametrize(
+    ("prefix", "waived"),
+    [
+        (["--test-prefix", "H200-PyTorch-1"], True),
+        (["--test-prefix", "DGX_H200-PyTorch-1"], False),  # first '-' part is DGX_H200
+        ([], False),  # no stage name: upstream's scoped waives name no test
+    ],
+)
+def test_full_scoped_waives_follow_the_test_prefix_not_the_probed_gpu(
+    project, fake_gpus, prefix, waived
+):
+    fake_gpus(1, "NVIDIA H200")  # the node's GPU is irrelevant: upstream scopes by stage name
+    args = ["tests/gpu/test_single.py::test_cuda", "--waives", "test-lists/waives.txt", *prefix]
+    result = project.runpytest(*args)
+    if waived:
+        result.stdout.fnmatch_lines(["*waived: https://nvbugs/3 only on H200"])
+    else:
+        result.assert_outcomes(passed=1)
 
 
 def test_a_stage_decides_gpu_scoped_waives_without_probing(project, fake_gpus):
@@ -333,7 +345,9 @@ def test_xdist_reports_list_errors_too(project):
     lists.write_text(lists.read_text().replace("test_top.py::test_one", "test_top.py::test_onee"))
     result = project.runpytest_subprocess("--test-list", "test-lists/l0_cpu.yml", "-n", "2")
     assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*'tests/test_top.py::test_onee' matches no collected test*"])
+    result.stdout.fnmatch_lines(
+        ["*'tests/test_top.py::test_onee TIMEOUT (2)' matches no collected test*"]
+    )
 
 
 PIN_CONFTEST = """
@@ -387,3 +401,144 @@ def test_dsa_sentinel_fixture_errors_the_test_on_a_violation(project):
         ["*DSA sentinel: * contract violation(s)*", "*update_for_spec_dec ?eager? layout*"]
     )
     assert "dsa_sentinel" in xml.read_text()
+
+
+UNRELATED_TEST = """
+import pytest
+
+@pytest.mark.gpu
+def test_their_own_gpu_marker():
+    pass
+"""
+
+
+@pytest.fixture
+def unrelated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """Another project, with its own ``gpu`` marker and no regress settings."""
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: their own meaning\n")
+    pytester.makepyfile(test_theirs=UNRELATED_TEST)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    return pytester
+
+
+def test_an_unrelated_projects_gpu_marker_is_left_alone(unrelated):
+    # The defect: the entry point gated every project's `gpu` marker, so this test was skipped
+    # with regress's "gpu: needs 1 CUDA device" reason in a project that never asked for it.
+    result = unrelated.runpytest("-rs")
+    result.assert_outcomes(passed=1)
+    assert "needs 1 CUDA device" not in result.stdout.str()
+
+
+def test_an_unrelated_project_may_define_the_option_names_tensorrt_llm_uses(unrelated):
+    # TensorRT-LLM's tests/integration/defs/conftest.py defines these: registering them too
+    # aborted its pytest runs with "conflicting option string".
+    unrelated.makeconftest(
+        """
+        def pytest_addoption(parser):
+            parser.addoption("--test-list")
+            parser.addoption("--waives-file", "-S")
+            parser.addoption("--test-prefix")
+        """
+    )
+    unrelated.runpytest("--test-list", "x.txt").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    "opt_in", [["-p", "regress.pytest_plugin"], ["-o", "regress=true"]], ids=["-p", "ini"]
+)
+def test_a_project_that_opts_in_gets_the_gate(unrelated, opt_in):
+    result = unrelated.runpytest(*opt_in, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*gpu: needs 1 CUDA device, 0 visible*"])
+
+
+def test_require_gpu_alone_turns_the_gate_on(unrelated):
+    result = unrelated.runpytest("--require-gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--require-gpu: no CUDA device is visible*"])
+
+
+def test_list_options_exist_only_where_the_project_opted_in(unrelated):
+    result = unrelated.runpytest("--stage", "X")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unrecognized arguments: --stage" in result.stderr.str()
+
+
+FILTERED = """
+import pytest
+
+@pytest.mark.fast
+def test_alpha():
+    pass
+
+def test_beta():
+    pass
+
+@pytest.mark.fast
+def test_gamma():
+    pass
+"""
+
+
+def test_k_and_m_entries_select_within_their_path(project):
+    project.makepyfile(test_filtered=FILTERED)
+    project.makefile(
+        ".txt",
+        listing='test_filtered.py -k "alpha or beta"\ntest_filtered.py -m "fast" TIMEOUT (3)\n',
+    )
+    project.makeini(
+        "[pytest]\naddopts = -ra --strict-markers\nregress = true\nmarkers =\n    fast: quick\n"
+    )
+    result = project.runpytest(
+        "test_filtered.py", "--test-list", "listing.txt", "-v", "--junit-xml=out.xml"
+    )
+    result.assert_outcomes(passed=3)
+    # alpha is selected by both lines: the first (most specific in list order) gives no timeout;
+    # gamma comes only from the -m line and carries its TIMEOUT.
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(project.path / "out.xml").iter("testcase")
+    }
+    assert props["test_gamma"] == {"timeout_minutes": "3"}
+    assert "timeout_minutes" not in props["test_beta"]
+
+
+def test_a_k_entry_matching_nothing_is_an_error(project):
+    project.makepyfile(test_filtered=FILTERED)
+    project.makeini(
+        "[pytest]\naddopts = -ra --strict-markers\nregress = true\nmarkers =\n    fast: quick\n"
+    )
+    project.makefile(".txt", listing='test_filtered.py -k "delta"\n')
+    result = project.runpytest("test_filtered.py", "--test-list", "listing.txt")
+    assert "collected 3 items" in result.stdout.str()  # the file itself collects fine
+    result.stdout.fnmatch_lines(
+        ["*listing.txt:1: 'test_filtered.py -k \"delta\"' matches no collected test*"]
+    )
+
+
+def test_waive_filters_markers_and_isolation(project):
+    project.makepyfile(test_filtered=FILTERED)
+    project.makeini(
+        "[pytest]\naddopts = -ra --strict-markers\nregress = true\nmarkers =\n    fast: quick\n"
+    )
+    (project.path / "w.txt").write_text(
+        'test_filtered.py -m "fast" SKIP (fast ones)\n'
+        "test_filtered.py::test_beta UNSTABLE\n"
+        "test_filtered.py::test_gamma ISOLATION\n",
+        encoding="utf-8",
+    )
+    project.makepyfile(
+        test_filtered=FILTERED.replace(
+            "def test_beta():\n    pass", "def test_beta():\n    assert 0"
+        )
+    )
+    result = project.runpytest("test_filtered.py", "--waives", "w.txt", "-rsx", "--junit-xml=o.xml")
+    # gamma's own ISOLATION line is more specific than the file's -m line, so gamma runs.
+    result.assert_outcomes(skipped=1, xfailed=1, passed=1)
+    result.stdout.fnmatch_lines(["*waived: fast ones*"])
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(project.path / "o.xml").iter("testcase")
+    }
+    assert props["test_gamma"]["isolation"] == "True"

@@ -1,0 +1,83 @@
+"""torch is an extra: the CI plumbing works without it, and the commands that need it say which."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD = REPO / "tests" / "data" / "testlists" / "good"
+CPU_JUNIT = REPO / "tests" / "data" / "junit" / "current" / "CPU-Unit-1.xml"
+
+# `sys.modules["torch"] = None` makes every `import torch` raise ImportError, as on a runner where
+# regress was installed without the torch extra.
+WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None
+from regress.cli import main
+try:
+    main(sys.argv[1:])
+finally:
+    assert "torch" not in {m.split(".")[0] for m, v in sys.modules.items() if v is not None}
+"""
+
+
+def regress_without_torch(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        [
+            "bot",
+            "parse",
+            "/bot run --stage-list H200-*",
+            "--author",
+            "alice",
+            "--test-lists",
+            str(GOOD),
+        ],
+        ["bot", "plan", "/bot run", "--author", "alice", "--test-lists", str(GOOD)],
+        ["testlist", "show", "--dir", str(GOOD), "--stage", "H200-1"],
+        ["testlist", "validate", "--dir", str(GOOD), "--syntax-only"],
+        ["junit", "summary", str(CPU_JUNIT)],
+    ],
+    ids=["help", "bot-parse", "bot-plan", "testlist-show", "testlist-validate", "junit"],
+)
+def test_the_ci_plumbing_runs_without_torch(args):
+    done = regress_without_torch(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout
+
+
+@pytest.mark.parametrize("command", ["accept", "demo", "defects"])
+def test_commands_that_need_torch_name_the_extra(command):
+    done = regress_without_torch(command, "--help")
+    assert done.returncode == 3  # MissingDependencyError is an EngineError (errors.py)
+    assert f"regress {command} needs torch" in done.stderr
+    assert "pip install 'regress[torch]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_package_metadata_keeps_torch_out_of_the_core_dependencies():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not any(dep.startswith("torch") for dep in project["dependencies"])
+    assert any(dep.startswith("torch") for dep in project["optional-dependencies"]["torch"])
+    assert any(dep.startswith("torch") for dep in project["optional-dependencies"]["test"])
