@@ -16,8 +16,8 @@ from regress.acceptance.report import Report, Run
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
 from regress.acceptance.verdicts import (
+    Finding,
     UpstreamReference,
-    Verdict,
     against_baseline,
     against_upstream,
     batch_invariance,
@@ -29,7 +29,7 @@ from regress.errors import EngineError, RegressError, UsageError
 
 
 @dataclass(frozen=True)
-class Progress:
+class ProfileProgress:
     """Where a profile stands, for a progress bar.
 
     Attributes:
@@ -152,7 +152,7 @@ def judge(
     baseline: Baseline | None = None,
     baseline_source: str | None = None,
     sentinel: dict[int, list[dict]] | None = None,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Every verdict the profiler gives on a set of runs (also used to re-judge a saved report)."""
     ref_b = reference_batch_size(list(runs))
     verdicts = batch_invariance(runs, tolerance, reference_batch=ref_b)
@@ -177,7 +177,7 @@ def profile(
     max_new_tokens: int,
     tolerance: float = 0.05,
     baseline: Baseline | str | os.PathLike | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ProfileProgress], None] | None = None,
     seed: int = 0,
     n_boot: int = 1000,
     config: dict[str, Any] | None = None,
@@ -194,7 +194,7 @@ def profile(
         tolerance: relative drop tolerated before a significant loss counts as a regression.
         baseline: a saved report, an upstream ``acceptance_length.yaml`` entry, or a path to
             either (``FILE.yaml#KEY``).
-        progress: called as requests finish, with a :class:`Progress`.
+        progress: called as requests finish, with a :class:`ProfileProgress`.
         seed: bootstrap seed.
         n_boot: bootstrap resamples.
         config: extra, JSON-ready facts to record in the report's config (e.g. prompt source).
@@ -222,7 +222,7 @@ def profile(
 
         def on_requests(done: int, total: int, _b: int = batch_size, _i: int = index) -> None:
             if progress is not None:
-                progress(Progress(_b, _i, len(sizes), done, total))
+                progress(ProfileProgress(_b, _i, len(sizes), done, total))
 
         on_requests(0, len(prompts))
         start = time.perf_counter()

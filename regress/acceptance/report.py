@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from regress.acceptance.stats import CONVENTIONS, RunStats
-from regress.acceptance.verdicts import Verdict
+from regress.acceptance.verdicts import Finding
 from regress.errors import UsageError
 
 SCHEMA = 1
@@ -75,7 +75,7 @@ class Report:
     model: str
     config: dict
     runs: list[Run]
-    verdicts: list[Verdict]
+    verdicts: list[Finding]
     sentinel: list[dict] | None = None
     baseline: dict | None = None
     conventions: dict = field(default_factory=lambda: dict(CONVENTIONS))
@@ -131,7 +131,7 @@ class Report:
             model=data["model"],
             config=dict(data["config"]),
             runs=[Run.from_dict(r) for r in data["runs"]],
-            verdicts=[Verdict.from_dict(v) for v in data["verdicts"]],
+            verdicts=[Finding.from_dict(v) for v in data["verdicts"]],
             sentinel=data.get("sentinel"),
             baseline=data.get("baseline"),
             conventions=dict(data.get("conventions", CONVENTIONS)),

@@ -123,7 +123,7 @@ def accept(
     Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error.
     """
     from regress.acceptance.engines import get_engine
-    from regress.acceptance.profile import Progress, profile
+    from regress.acceptance.profile import ProfileProgress, profile
     from regress.acceptance.prompts import load_prompt_file
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
@@ -154,7 +154,7 @@ def accept(
     with click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr) as bar:
         shown = 0
 
-        def on_progress(p: Progress) -> None:
+        def on_progress(p: ProfileProgress) -> None:
             nonlocal shown
             bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
             target = int(p.fraction * _BAR_STEPS)

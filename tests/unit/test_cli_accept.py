@@ -91,6 +91,43 @@ def test_json_file_plot_and_baseline(runner, synthetic, tmp_path):
     }
 
 
+def _paired_intervals(interval):
+    """paired_drop_intervals stand-in: every metric's paired drop interval is ``interval``."""
+
+    def fake(reference, run, **_):
+        names = ["acceptance_length", "conditional_slope"]
+        names += [f"per_position[{i + 1}]" for i in range(reference.max_draft_len)]
+        return dict.fromkeys(names, list(interval))
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("interval", "exit_code"),
+    [([-0.01, 0.9], 0), ([0.0, 0.9], 0), ([0.01, 0.9], 1)],
+)
+def test_main_verdict_follows_the_paired_interval_lower_bound(
+    runner, synthetic, monkeypatch, interval, exit_code
+):
+    """The stale map's big drop at batch 8 is a regression only if its paired interval clears 0."""
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "paired_drop_intervals", _paired_intervals(interval))
+    result = accept(runner, "--defect", "stale_req_idx", "--json", "-")
+    assert result.exit_code == exit_code, result.stderr
+    rows = json.loads(result.stdout)["verdicts"][0]["details"]["metrics"]
+    assert rows[0]["noise_test"] == "paired_bootstrap" and rows[0]["beyond_tolerance"]
+
+
+def test_main_verdict_would_flip_on_the_upper_bound_mutant(runner, synthetic, monkeypatch):
+    """Proof the test above can fail: judging by drop_ci[1] turns a straddling interval into exit 1."""
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "paired_drop_intervals", _paired_intervals([-0.01, 0.9]))
+    monkeypatch.setattr(verdicts, "paired_significant", lambda ci: ci[1] > verdicts.EPS)
+    assert accept(runner, "--defect", "stale_req_idx").exit_code == 1
+
+
 def test_upstream_yaml_baseline(runner, synthetic):
     spec = f"{DATA / 'acceptance_length.yaml'}#TestGLM52NVFP4::test_mtp_k4_bs8"
     result = accept(runner, "--baseline", spec, "--json", "-")
