@@ -97,7 +97,7 @@ def _paired_intervals(interval):
     def fake(reference, run, **_):
         names = ["acceptance_length", "conditional_slope"]
         names += [f"per_position[{i + 1}]" for i in range(reference.max_draft_len)]
-        return dict.fromkeys(names, list(interval))
+        return {key: list(interval) for key in names}
 
     return fake
 
