@@ -45,6 +45,11 @@ def load_prompt_file(path: str | os.PathLike, limit: int | None = None) -> list[
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read prompts file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"prompts file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            'give JSONL, one {"token_ids": [...]} or {"prompt": "text"} per line'
+        ) from exc
     prompts: list[Prompt] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if line.strip():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from regress.acceptance.stats import CONVENTIONS, RunStats
 from regress.acceptance.verdicts import Finding
 from regress.errors import UsageError
+from regress.files import write_atomic
 
 SCHEMA = 1
 
@@ -151,21 +151,16 @@ class Report:
         except (KeyError, TypeError) as exc:
             raise UsageError(f"malformed acceptance report ({exc!r}); regenerate it") from exc
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write atomically (temp file, fsync, rename): a baseline is never left half-written."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the report atomically: a baseline is never left half-written.
+
+        Raises:
+            UsageError: the file cannot be written (a write error is the user's to fix, exit 2).
+        """
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.to_json())
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            return write_atomic(path, self.to_json() + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write acceptance report {path}: {exc.strerror}") from exc
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Report:
@@ -173,6 +168,11 @@ class Report:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read acceptance report {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{path} is not an acceptance report (not UTF-8 text: {exc.reason} at byte "
+                f"{exc.start}); pass a file written by `regress accept --json`"
+            ) from exc
         return cls.from_json(text)
 
 
