@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from regress.cli.output import json_option
+
 _BAR_STEPS = 1000
 
 
@@ -91,13 +93,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
     show_default=True,
     help="Engine seed (reference: its weights) and bootstrap seed.",
 )
-@click.option(
-    "--json",
-    "json_out",
-    default=None,
-    metavar="FILE|-",
-    help="Write the report to FILE (the table still shows); '-' puts only JSON on stdout.",
-)
+@json_option("Write the report to FILE (the table still shows); '-' puts only JSON on stdout.")
 @click.option("--plot", "plot_out", default=None, metavar="FILE", help="Write a PNG plot.")
 @click.option(
     "--baseline",

@@ -474,3 +474,9 @@ def test_matching_baseline_is_accepted_silently(runner, synthetic, tmp_path):
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["baseline"]["config_mismatches"] == []
     assert "baseline differs" not in again.stderr
+
+
+def test_bare_json_means_stdout_as_in_every_command(runner, synthetic):
+    result = accept(runner, "--json", "--max-draft-len", "3")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["config"]["max_draft_len"] == 3
