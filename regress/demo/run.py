@@ -90,6 +90,11 @@ class _ProbeWatcher:
         self._thread.join()
         self.poll()  # lines written after the last tick
 
+    def follow(self, where: str) -> None:
+        """Attribute the runs that start from now on to ``where``, counting from 1 again."""
+        self.poll()  # earlier runs belong to the previous bisect
+        self.where, self.runs = where, 0
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self.poll()
@@ -163,7 +168,7 @@ def _bisect(
         env={EVENTS_ENV: str(watcher.path)},
         **extra,
     )
-    watcher.where = name
+    watcher.follow(name)
     report(name, "checking both endpoints first (the good one must pass, the bad one fail)")
     started = time.monotonic()
     result = run_bisect(config, progress=lambda u: report(name, describe_update(u), u))

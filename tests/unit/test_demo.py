@@ -197,14 +197,17 @@ def test_probe_watcher_reports_each_run_once_and_only_whole_lines(tmp_path):
     events = []
     log = tmp_path / "runs.log"
     with _ProbeWatcher(log, _Reporter(events.append, 0.0), interval=3600) as watcher:
-        watcher.where = "b"
+        watcher.follow("first")
         log.write_text("aaaaaaaaaaaa\nbbbb")  # the second line is still being written
         watcher.poll()
         assert [e.message for e in events] == ["probe run 1 started on aaaaaaaaaa"]
         with log.open("a") as fh:
             fh.write("bbbbbbbb\n")
-    assert [e.message for e in events] == [
-        "probe run 1 started on aaaaaaaaaa",
-        "probe run 2 started on bbbbbbbbbb",
+        watcher.follow("second")  # what was written so far still belongs to the first bisect
+        with log.open("a") as fh:
+            fh.write("cccccccccccc\n")
+    assert [(e.where, e.message) for e in events] == [
+        ("first", "probe run 1 started on aaaaaaaaaa"),
+        ("first", "probe run 2 started on bbbbbbbbbb"),
+        ("second", "probe run 1 started on cccccccccc"),
     ]
-    assert {e.where for e in events} == {"b"}
