@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from regress.acceptance.report import Report
 from regress.acceptance.verdicts import UpstreamReference
 from regress.errors import UsageError
+from regress.files import read_text
 
 Baseline = Report | UpstreamReference
 
@@ -27,15 +27,9 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
     """
     import yaml
 
+    text = read_text(path, what="baseline")
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read baseline {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"baseline {path} is not an acceptance_length.yaml (not UTF-8 text: {exc.reason} "
-            f"at byte {exc.start})"
-        ) from exc
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UsageError(f"baseline {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not data:

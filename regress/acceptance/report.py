@@ -11,7 +11,7 @@ from pathlib import Path
 from regress.acceptance.stats import CONVENTIONS, RunStats
 from regress.acceptance.verdicts import Finding
 from regress.errors import UsageError
-from regress.files import write_atomic
+from regress.files import read_text, write_atomic
 
 SCHEMA = 1
 
@@ -164,15 +164,7 @@ class Report:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Report:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read acceptance report {path}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"{path} is not an acceptance report (not UTF-8 text: {exc.reason} at byte "
-                f"{exc.start}); pass a file written by `regress accept --json`"
-            ) from exc
+        text = read_text(path, what="acceptance report")
         return cls.from_json(text)
 
 

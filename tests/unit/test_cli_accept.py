@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _outputs import blocked_path, fill_the_disk
 from click.testing import CliRunner
 
 import regress.acceptance.engines as engines
@@ -174,12 +175,22 @@ def test_prompts_file(runner, synthetic):
         (["--max-draft-len", "0"], "x>=1"),
         (["--tolerance", "1"], "0<=x<1"),
         (["--baseline", "/nonexistent/base.json"], "cannot read acceptance report"),
+        (["--tolerance", "nan"], "not nan"),
+        (["--tolerance", "-0.1"], "0<=x<1"),
+        (["--seed", "-1"], "0<=x<=4294967295"),
+        (["--num-prompts", "0"], "x>=1"),
+        (["--num-prompts", "-3"], "x>=1"),
+        (["--max-new-tokens", "1"], "x>=2"),
+        (["--max-draft-len", "-1"], "x>=1"),
+        (["--batch-sizes", "-8"], "positive integers"),
+        (["--batch-sizes", "1,100000"], "batch size 100000 exceeds the 30 prompts"),
     ],
 )
-def test_bad_input_exits_2(runner, synthetic, args, message):
+def test_bad_input_exits_2_before_the_engine_runs(runner, synthetic, args, message):
     result = accept(runner, *args)
     assert result.exit_code == 2
     assert message in result.stderr
+    assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
 def test_malformed_prompts_file_exits_2_naming_the_line(runner, synthetic, tmp_path):
@@ -326,15 +337,9 @@ def test_reference_sentinel_findings_reach_the_report(runner, monkeypatch):
 # --- every failure names its cause, exits with its code, and writes nothing -------------------
 
 
-def _blocked(tmp_path):
-    """A path no one can write, even root: its parent is a file."""
-    (tmp_path / "afile").write_text("not a folder")
-    return str(tmp_path / "afile" / "out")
-
-
 @pytest.mark.parametrize("option", ["--json", "--plot"])
 def test_unwritable_output_fails_before_the_run(runner, synthetic, tmp_path, option):
-    result = accept(runner, option, _blocked(tmp_path))
+    result = accept(runner, option, str(blocked_path(tmp_path)))
     assert result.exit_code == 2, result.output
     assert f"regress: error: {option} " in result.stderr and "is not a folder" in result.stderr
     assert "engine" not in synthetic  # nothing was run
@@ -358,12 +363,7 @@ def test_write_error_after_the_run_is_bad_input_not_a_regression(
     runner, synthetic, tmp_path, monkeypatch
 ):
     """A disk that fills up during the run: exit 2 with the reason, never 1 ("regression")."""
-    import regress.files as files
-
-    def full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(files.tempfile, "mkstemp", full)
+    fill_the_disk(monkeypatch)
     result = accept(runner, "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 2
     assert "cannot write acceptance report" in result.stderr
@@ -395,27 +395,6 @@ def test_ctrl_c_exits_130(runner, monkeypatch, tmp_path):
     assert result.exit_code == 130
     assert "regress: interrupted" in result.stderr
     assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--tolerance", "nan"], "not nan"),
-        (["--tolerance", "-0.1"], "0<=x<1"),
-        (["--seed", "-1"], "0<=x<=4294967295"),
-        (["--num-prompts", "0"], "x>=1"),
-        (["--num-prompts", "-3"], "x>=1"),
-        (["--max-new-tokens", "1"], "x>=2"),
-        (["--max-draft-len", "-1"], "x>=1"),
-        (["--batch-sizes", "-8"], "positive integers"),
-        (["--batch-sizes", "1,100000"], "batch size 100000 exceeds the 30 prompts"),
-    ],
-)
-def test_nonsense_numbers_exit_2_before_the_engine_runs(runner, synthetic, args, message):
-    result = accept(runner, *args)
-    assert result.exit_code == 2, result.output
-    assert message in result.stderr
-    assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from _outputs import blocked_path, fill_the_disk
 from click.testing import CliRunner
 
 from regress.cli import cli
@@ -78,25 +79,17 @@ def test_unwritable_json_fails_before_the_battery(tmp_path, monkeypatch):
 
     ran = []
     monkeypatch.setattr(scenarios, "run_contract_battery", lambda **k: ran.append(k) or [])
-    (tmp_path / "afile").write_text("x")
-    result = CliRunner().invoke(
-        cli, ["defects", "--check", "--json", str(tmp_path / "afile" / "o")]
-    )
+    blocked = blocked_path(tmp_path)
+    result = CliRunner().invoke(cli, ["defects", "--check", "--json", str(blocked)])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"regress: error: --json {tmp_path / 'afile' / 'o'}: {tmp_path / 'afile'} is not a "
-        "folder; choose another path"
+        f"regress: error: --json {blocked}: {blocked.parent} is not a folder; choose another path"
     ]
     assert ran == []
 
 
 def test_write_error_is_exit_2(tmp_path, monkeypatch):
-    import regress.files as files
-
-    def full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(files.tempfile, "mkstemp", full)
+    fill_the_disk(monkeypatch)
     result = CliRunner().invoke(cli, ["defects", "--json", str(tmp_path / "d.json")])
     assert result.exit_code == 2
     assert "No space left on device" in result.stderr and "internal error" not in result.stderr

@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pytest
+from _outputs import blocked_path, fill_the_disk
 from click.testing import CliRunner
 
 from regress.cli import cli
@@ -104,11 +105,6 @@ def test_workdir_must_be_empty(tmp_path):
 # --- failures: one line, the right exit code, nothing left behind --------------------------------
 
 
-def _blocked(tmp_path):
-    (tmp_path / "afile").write_text("not a folder")
-    return tmp_path / "afile" / "out"
-
-
 @pytest.fixture
 def no_bisect(monkeypatch):
     """Make any bisect fail loudly: these tests must stop before the first one."""
@@ -131,7 +127,7 @@ def no_bisect(monkeypatch):
     ],
 )
 def test_bad_input_exits_2_before_any_work(tmp_path, no_bisect, args, message):
-    blocked = str(_blocked(tmp_path))
+    blocked = str(blocked_path(tmp_path))
     args = [blocked if a == "BLOCKED" else a for a in args]
     out = CliRunner().invoke(cli, ["demo", *args])
     assert out.exit_code == 2, out.output
@@ -156,17 +152,12 @@ def test_ctrl_c_exits_130_and_removes_the_throwaway_repository(tmp_path, monkeyp
 
 def test_write_error_after_the_run_is_exit_2_not_a_missed_culprit(tmp_path, monkeypatch):
     import regress.demo as demo_pkg
-    import regress.files as files
     from regress.demo.run import DemoResult
 
     monkeypatch.setattr(
         demo_pkg, "run_demo", lambda **kw: DemoResult(repo="r", kept=False, commits=8)
     )
-
-    def full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(files.tempfile, "mkstemp", full)  # the disk fills up during the run
+    fill_the_disk(monkeypatch)  # the disk fills up during the run
     out = CliRunner().invoke(cli, ["demo", "--json", str(tmp_path / "d.json")])
     assert out.exit_code == 2, out.output
     assert "No space left on device" in out.stderr and "internal error" not in out.stderr
