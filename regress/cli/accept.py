@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -30,6 +31,33 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if math.isnan(value):
         raise click.BadParameter("must be a number, not nan")
     return value
+
+
+class _ProgressBar:
+    """A progress bar on stderr, opened at the first update: an error found before the engine
+    runs (a bad baseline, a batch size too large) is then the only line the user sees."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._bar = None
+        self._shown = 0
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
+
+    def __call__(self, p) -> None:
+        if self._bar is None:
+            # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
+            bar = click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr)
+            self._bar = self._stack.enter_context(bar)
+        self._bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
+        target = int(p.fraction * _BAR_STEPS)
+        if target > self._shown:
+            self._bar.update(target - self._shown)
+            self._shown = target
 
 
 @click.command("accept")
@@ -132,7 +160,7 @@ def accept(
     Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error, 130 interrupted.
     """
     from regress.acceptance.engines import get_engine
-    from regress.acceptance.profile import ProfileProgress, profile
+    from regress.acceptance.profile import profile
     from regress.acceptance.prompts import load_prompt_file
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
@@ -165,18 +193,7 @@ def accept(
     if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
         prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
 
-    # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
-    with click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr) as bar:
-        shown = 0
-
-        def on_progress(p: ProfileProgress) -> None:
-            nonlocal shown
-            bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
-            target = int(p.fraction * _BAR_STEPS)
-            if target > shown:
-                bar.update(target - shown)
-                shown = target
-
+    with _ProgressBar() as on_progress:
         report = profile(
             adapter,
             prompts,

@@ -190,6 +190,7 @@ def test_bad_input_exits_2_before_the_engine_runs(runner, synthetic, args, messa
     result = accept(runner, *args)
     assert result.exit_code == 2
     assert message in result.stderr
+    assert "profiling" not in result.stderr  # the bar opens only when the engine starts
     assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
@@ -404,6 +405,7 @@ def test_binary_baseline_is_one_line_exit_2(runner, synthetic, tmp_path, suffix)
     result = accept(runner, "--baseline", str(blob))
     assert result.exit_code == 2, result.output
     assert "not UTF-8 text" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output and "internal error" not in result.stderr
     assert synthetic["engine"].calls == []
 
