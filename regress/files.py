@@ -100,6 +100,23 @@ def check_output_path(path: str | os.PathLike[str] | None, *, option: str) -> Pa
     return target
 
 
+def read_text(path: str | os.PathLike[str], *, what: str) -> str:
+    """Read a UTF-8 text file the user named; unreadable or binary is bad input (exit 2).
+
+    Args:
+        what: what the file should be (``"prompts file"``), for the message.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "is it the right file?"
+        ) from exc
+
+
 def _umask() -> int:
     # os.umask can only be read by setting it; set it straight back.
     current = os.umask(0)

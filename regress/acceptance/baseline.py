@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from regress.acceptance.report import Report
 from regress.acceptance.verdicts import UpstreamReference
 from regress.errors import UsageError
+from regress.files import read_text
 
 Baseline = Report | UpstreamReference
 
@@ -29,10 +29,9 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
     """
     import yaml
 
+    text = read_text(path, what="baseline")
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read baseline {path}: {exc.strerror}") from exc
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UsageError(f"baseline {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not data:
@@ -78,3 +77,48 @@ def load_baseline(spec: str | os.PathLike) -> Baseline:
     if key:
         raise UsageError(f"--baseline {text}: '#KEY' selects an entry of a .yaml file only")
     return Report.load(path)
+
+
+#: The workload facts a baseline must share with the run judged against it (``Report.config``
+#: keys): the same prompts, drafts and output budget, or the numbers answer another question.
+WORKLOAD_KEYS = ("max_draft_len", "max_new_tokens", "num_prompts", "prompts_digest")
+
+
+def config_mismatches(baseline: Report, config: dict) -> list[str]:
+    """The workload settings in which ``baseline`` differs from ``config``, one phrase each.
+
+    A key either side lacks (a report from before it was recorded) is not compared, nor are the
+    prompts' digests when their counts already differ (that says the same thing twice).
+
+    Returns:
+        e.g. ``["num_prompts=80 (this run: 8)"]``; empty when the baseline matches.
+    """
+    out = []
+    for key in WORKLOAD_KEYS:
+        theirs, ours = baseline.config.get(key), config.get(key)
+        if key == "prompts_digest" and any(m.startswith("num_prompts=") for m in out):
+            continue
+        if theirs is not None and ours is not None and theirs != ours:
+            out.append(f"{key}={theirs} (this run: {ours})")
+    return out
+
+
+def check_baseline_config(
+    baseline: Report, config: dict, *, source: str | None, allow_mismatch: bool
+) -> list[str]:
+    """Refuse a baseline measured on another workload, unless the user says to compare anyway.
+
+    Returns:
+        The mismatches (empty, or tolerated with ``allow_mismatch``), to record in the report.
+
+    Raises:
+        UsageError: the baseline differs and ``allow_mismatch`` is false (exit 2).
+    """
+    mismatches = config_mismatches(baseline, config)
+    if mismatches and not allow_mismatch:
+        raise UsageError(
+            f"the baseline{' ' + source if source else ''} was measured with another configuration: "
+            f"{', '.join(mismatches)}; rerun with the baseline's settings, pick a matching "
+            "baseline, or pass --allow-config-mismatch to compare anyway"
+        )
+    return mismatches

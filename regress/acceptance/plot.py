@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 from regress.acceptance.report import Report
-from regress.errors import require_module
+from regress.errors import UsageError, require_module
+from regress.files import write_atomic
 
 _INSTALL = "pip install matplotlib   (or: pip install 'regress[plot]')"
 
@@ -39,8 +41,11 @@ def plot_report(report: Report, path: str | os.PathLike, *, dpi: int = 100) -> P
     Uses matplotlib's object API on an Agg canvas (no pyplot), so it holds no global state and is
     safe to call from parallel tests.
 
+    The PNG is written atomically with the same mode as every other file regress writes.
+
     Raises:
         MissingDependencyError: matplotlib is not installed.
+        UsageError: the file cannot be written.
     """
     require_module("matplotlib", purpose="--plot", install=_INSTALL)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -117,7 +122,9 @@ def plot_report(report: Report, path: str | os.PathLike, *, dpi: int = 100) -> P
         ax.legend(loc="lower left", fontsize="small")
     title, subtitle = _title(report)
     fig.suptitle(f"{title}\n{subtitle}", fontsize="medium")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    try:
+        return write_atomic(path, png.getvalue())
+    except OSError as exc:
+        raise UsageError(f"cannot write plot {path}: {exc.strerror}") from exc

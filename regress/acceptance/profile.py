@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -10,14 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regress.acceptance.baseline import Baseline, load_baseline
+from regress.acceptance.baseline import Baseline, check_baseline_config, load_baseline
 from regress.acceptance.engines import AcceptanceEngine, Prompt
 from regress.acceptance.report import Report, Run
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
 from regress.acceptance.verdicts import (
+    Finding,
     UpstreamReference,
-    Verdict,
     against_baseline,
     against_upstream,
     batch_invariance,
@@ -29,7 +30,7 @@ from regress.errors import EngineError, RegressError, UsageError
 
 
 @dataclass(frozen=True)
-class Progress:
+class ProfileProgress:
     """Where a profile stands, for a progress bar.
 
     Attributes:
@@ -73,7 +74,23 @@ def _check_args(
         raise UsageError(f"--tolerance is a relative drop in [0, 1), got {tolerance}")
     if not prompts:
         raise UsageError("no prompts to profile")
+    if sizes[-1] > len(prompts):
+        # In-flight batching never has more requests than prompts: a larger batch would measure
+        # batch len(prompts) under another name, and engines size their caches for the batch
+        # asked (batch 100000 had the reference engine reach for 23.7 GB).
+        raise UsageError(
+            f"batch size {sizes[-1]} exceeds the {len(prompts)} prompts: at most "
+            f"{len(prompts)} requests can be in flight, so it would measure batch "
+            f"{len(prompts)}; use batch sizes up to {len(prompts)} or give more prompts "
+            "(--num-prompts, --prompts FILE)"
+        )
     return sizes
+
+
+def prompts_digest(prompts: Sequence[Prompt]) -> str:
+    """A short fingerprint of the prompts, so a baseline on other prompts is recognised."""
+    text = json.dumps([p if isinstance(p, str) else [int(t) for t in p] for p in prompts])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _run_engine(
@@ -118,7 +135,7 @@ def _jsonable(violation: Any) -> dict:
     return _plain(data)
 
 
-def _baseline_record(baseline: Baseline, source: str | None) -> dict:
+def _baseline_record(baseline: Baseline, source: str | None, mismatches: list[str]) -> dict:
     if isinstance(baseline, UpstreamReference):
         return {
             "kind": "upstream_yaml",
@@ -133,6 +150,7 @@ def _baseline_record(baseline: Baseline, source: str | None) -> dict:
         "source": source,
         "model": baseline.model,
         "engine": baseline.engine.get("name"),
+        "config_mismatches": mismatches,
         "runs": [
             {
                 "batch_size": r.batch_size,
@@ -152,7 +170,7 @@ def judge(
     baseline: Baseline | None = None,
     baseline_source: str | None = None,
     sentinel: dict[int, list[dict]] | None = None,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Every verdict the profiler gives on a set of runs (also used to re-judge a saved report)."""
     ref_b = reference_batch_size(list(runs))
     verdicts = batch_invariance(runs, tolerance, reference_batch=ref_b)
@@ -177,10 +195,11 @@ def profile(
     max_new_tokens: int,
     tolerance: float = 0.05,
     baseline: Baseline | str | os.PathLike | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ProfileProgress], None] | None = None,
     seed: int = 0,
     n_boot: int = 1000,
     config: dict[str, Any] | None = None,
+    allow_config_mismatch: bool = False,
 ) -> Report:
     """Measure acceptance at every batch size and judge it.
 
@@ -194,10 +213,13 @@ def profile(
         tolerance: relative drop tolerated before a significant loss counts as a regression.
         baseline: a saved report, an upstream ``acceptance_length.yaml`` entry, or a path to
             either (``FILE.yaml#KEY``).
-        progress: called as requests finish, with a :class:`Progress`.
+        progress: called as requests finish, with a :class:`ProfileProgress`.
         seed: bootstrap seed.
         n_boot: bootstrap resamples.
         config: extra, JSON-ready facts to record in the report's config (e.g. prompt source).
+        allow_config_mismatch: compare against a baseline report measured on another workload
+            (other prompts, K or output budget) instead of refusing it; the differences are
+            recorded in the report's ``baseline.config_mismatches``.
 
     Raises:
         UsageError: bad arguments or an unreadable / incompatible baseline (exit 2).
@@ -208,13 +230,17 @@ def profile(
     if isinstance(baseline, str | os.PathLike):
         baseline_source = str(baseline)
         baseline = load_baseline(baseline)
+    workload = {
+        "max_draft_len": max_draft_len,
+        "max_new_tokens": max_new_tokens,
+        "num_prompts": len(prompts),
+        "prompts_digest": prompts_digest(prompts),
+    }
+    mismatches: list[str] = []
     if isinstance(baseline, Report):
-        k = baseline.config.get("max_draft_len")
-        if k is not None and k != max_draft_len:
-            raise UsageError(
-                f"the baseline was measured with max_draft_len={k}, this run uses {max_draft_len}; "
-                f"rerun with --max-draft-len {k} or pick a matching baseline"
-            )
+        mismatches = check_baseline_config(
+            baseline, workload, source=baseline_source, allow_mismatch=allow_config_mismatch
+        )
     sentinel_on = getattr(engine, "sentinel_violations", None) is not None
     runs: list[Run] = []
     for index, batch_size in enumerate(sizes):
@@ -222,7 +248,7 @@ def profile(
 
         def on_requests(done: int, total: int, _b: int = batch_size, _i: int = index) -> None:
             if progress is not None:
-                progress(Progress(_b, _i, len(sizes), done, total))
+                progress(ProfileProgress(_b, _i, len(sizes), done, total))
 
         on_requests(0, len(prompts))
         start = time.perf_counter()
@@ -267,9 +293,7 @@ def profile(
         model=engine.model,
         config={
             "batch_sizes": sizes,
-            "max_draft_len": max_draft_len,
-            "max_new_tokens": max_new_tokens,
-            "num_prompts": len(prompts),
+            **workload,
             "tolerance": tolerance,
             "seed": seed,
             "n_boot": n_boot,
@@ -279,5 +303,7 @@ def profile(
         runs=runs,
         verdicts=verdicts,
         sentinel=[v for r in runs for v in (r.sentinel or [])] if sentinel_on else None,
-        baseline=_baseline_record(baseline, baseline_source) if baseline is not None else None,
+        baseline=_baseline_record(baseline, baseline_source, mismatches)
+        if baseline is not None
+        else None,
     )

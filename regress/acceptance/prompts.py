@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from regress.acceptance.engines import Prompt
 from regress.errors import UsageError
+from regress.files import read_text
 
 
 def parse_prompt_line(line: str, where: str) -> Prompt:
@@ -41,10 +41,7 @@ def load_prompt_file(path: str | os.PathLike, limit: int | None = None) -> list[
     Raises:
         UsageError: unreadable file, a malformed line (named by line number), or no prompts.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read prompts file {path}: {exc.strerror}") from exc
+    text = read_text(path, what="prompts file")
     prompts: list[Prompt] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if line.strip():

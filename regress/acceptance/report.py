@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from regress.acceptance.stats import CONVENTIONS, RunStats
-from regress.acceptance.verdicts import Verdict
+from regress.acceptance.verdicts import Finding
 from regress.errors import UsageError
+from regress.files import read_text, write_atomic
 
 SCHEMA = 1
 
@@ -75,7 +75,7 @@ class Report:
     model: str
     config: dict
     runs: list[Run]
-    verdicts: list[Verdict]
+    verdicts: list[Finding]
     sentinel: list[dict] | None = None
     baseline: dict | None = None
     conventions: dict = field(default_factory=lambda: dict(CONVENTIONS))
@@ -131,7 +131,7 @@ class Report:
             model=data["model"],
             config=dict(data["config"]),
             runs=[Run.from_dict(r) for r in data["runs"]],
-            verdicts=[Verdict.from_dict(v) for v in data["verdicts"]],
+            verdicts=[Finding.from_dict(v) for v in data["verdicts"]],
             sentinel=data.get("sentinel"),
             baseline=data.get("baseline"),
             conventions=dict(data.get("conventions", CONVENTIONS)),
@@ -151,28 +151,20 @@ class Report:
         except (KeyError, TypeError) as exc:
             raise UsageError(f"malformed acceptance report ({exc!r}); regenerate it") from exc
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write atomically (temp file, fsync, rename): a baseline is never left half-written."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the report atomically: a baseline is never left half-written.
+
+        Raises:
+            UsageError: the file cannot be written (a write error is the user's to fix, exit 2).
+        """
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.to_json())
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            return write_atomic(path, self.to_json() + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write acceptance report {path}: {exc.strerror}") from exc
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Report:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read acceptance report {path}: {exc.strerror}") from exc
+        text = read_text(path, what="acceptance report")
         return cls.from_json(text)
 
 

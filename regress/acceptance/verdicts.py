@@ -22,8 +22,12 @@ class Status(enum.StrEnum):
 
 
 @dataclass
-class Verdict:
+class Finding:
     """One check's outcome, with the numbers behind it so a reader can second-guess it.
+
+    Named ``Finding``, not ``Verdict``: :class:`regress.bisect.verdicts.Verdict` is the bisect's
+    good/bad/skip enum, and one name means one thing across the package. Reports keep the JSON
+    key ``"verdicts"`` for their list of findings (schema 1).
 
     Attributes:
         check: which check (``batch_invariance``, ``conditional_decay``, ``baseline``,
@@ -51,7 +55,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Verdict:
+    def from_dict(cls, data: Mapping) -> Finding:
         return cls(
             data["check"], data.get("batch_size"), Status(data["status"]), data.get("details", {})
         )
@@ -69,6 +73,16 @@ class Verdict:
 
 def _half_width(ci: Sequence[float] | None) -> float:
     return (ci[1] - ci[0]) / 2.0 if ci else 0.0
+
+
+def paired_significant(drop_ci: Sequence[float]) -> bool:
+    """True when a paired bootstrap interval of a drop lies wholly above zero.
+
+    The lower bound decides: an interval that reaches zero or below says the same prompts could
+    have lost nothing, so the drop is not told apart from noise, however far its upper bound goes.
+    ``compare_metric`` and ``conditional_decay`` both ask this, so the rule lives once, here.
+    """
+    return drop_ci[0] > EPS
 
 
 def compare_metric(
@@ -100,7 +114,7 @@ def compare_metric(
     beyond_tolerance = relative_drop > tolerance + EPS
     if drop_ci is not None:
         margin = None
-        significant = drop_ci[0] > EPS
+        significant = paired_significant(drop_ci)
     else:
         margin = math.hypot(_half_width(reference_ci), _half_width(value_ci))
         significant = drop > margin + EPS
@@ -160,7 +174,7 @@ def _paired(reference: RunStats, run: RunStats, enabled: bool) -> dict | None:
     return paired_drop_intervals(reference, run, seed=reference.seed, n_boot=reference.n_boot)
 
 
-def _verdict(check: str, batch_size: int | None, rows: list[dict], extra: dict) -> Verdict:
+def _finding(check: str, batch_size: int | None, rows: list[dict], extra: dict) -> Finding:
     failed = [r["metric"] for r in rows if r["regressed"]]
     al = next((r for r in rows if r["metric"] == "acceptance_length"), None)
     headline = ""
@@ -176,7 +190,7 @@ def _verdict(check: str, batch_size: int | None, rows: list[dict], extra: dict) 
         "first_regressed_depth": min(positions) if positions else None,
         "metrics": rows,
     }
-    return Verdict(check, batch_size, Status.REGRESSION if failed else Status.PASS, details)
+    return Finding(check, batch_size, Status.REGRESSION if failed else Status.PASS, details)
 
 
 def reference_batch_size(batch_sizes: Sequence[int]) -> int:
@@ -190,7 +204,7 @@ def batch_invariance(
     *,
     reference_batch: int | None = None,
     paired: bool = True,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Judge every batch size against the reference batch (batch 1) on AL and every position.
 
     Speculative decoding is lossless and greedy acceptance must not depend on who shares the
@@ -204,7 +218,7 @@ def batch_invariance(
     ref_b = reference_batch if reference_batch is not None else reference_batch_size(list(runs))
     ref = runs[ref_b]
     return [
-        _verdict(
+        _finding(
             "batch_invariance",
             b,
             _acceptance_comparisons(ref, run, tolerance, _paired(ref, run, paired)),
@@ -221,7 +235,7 @@ def conditional_decay(
     *,
     reference_batch: int | None = None,
     paired: bool = True,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Judge whether conditional acceptance falls with depth faster than at the reference batch.
 
     The stale-map bug's fingerprint is a conditional rate that decays with draft depth (0.880,
@@ -249,7 +263,7 @@ def conditional_decay(
         drop_ci = (_paired(ref, run, paired) or {}).get("conditional_slope")
         if drop_ci is not None:
             margin = None
-            significant = drop_ci[0] > EPS
+            significant = paired_significant(drop_ci)
         else:
             margin = math.hypot(
                 _half_width(ref.conditional_slope_ci), _half_width(run.conditional_slope_ci)
@@ -275,7 +289,7 @@ def conditional_decay(
             "reference_conditional": ref.conditional,
         }
         verdicts.append(
-            Verdict(
+            Finding(
                 "conditional_decay", b, Status.REGRESSION if regressed else Status.PASS, details
             )
         )
@@ -288,7 +302,7 @@ def against_baseline(
     tolerance: float,
     *,
     source: str | None = None,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Judge each batch size against the same batch size of a saved baseline report.
 
     Batch sizes the baseline lacks get no verdict (they are listed in the details of the others),
@@ -301,7 +315,7 @@ def against_baseline(
             continue
         extra = {"baseline": source, "baseline_missing_batch_sizes": missing}
         rows = _acceptance_comparisons(baseline[b], run, tolerance)
-        verdicts.append(_verdict("baseline", b, rows, extra))
+        verdicts.append(_finding("baseline", b, rows, extra))
     return verdicts
 
 
@@ -324,7 +338,7 @@ class UpstreamReference:
     source: str | None = None
 
 
-def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference) -> list[Verdict]:
+def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference) -> list[Finding]:
     """Upstream's own gate, ``acceptance_length >= min_al``, applied per batch size.
 
     Mirrors ``assert_acceptance_length`` in upstream's ``accuracy_core.py``: absolute, no CI, and
@@ -350,12 +364,12 @@ def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference)
             "regressed_metrics": ["acceptance_length"] if regressed else [],
         }
         verdicts.append(
-            Verdict("upstream_min_al", b, Status.REGRESSION if regressed else Status.PASS, details)
+            Finding("upstream_min_al", b, Status.REGRESSION if regressed else Status.PASS, details)
         )
     return verdicts
 
 
-def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Verdict]:
+def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Finding]:
     """One verdict per batch size whose run had the engine's DSA sentinel on.
 
     A sentinel violation is a broken DSA contract observed at runtime (e.g. a token mapped to the
@@ -371,6 +385,6 @@ def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Verdi
             "regressed_metrics": [f"sentinel:{c}" for c in checks],
         }
         verdicts.append(
-            Verdict("sentinel", b, Status.REGRESSION if found else Status.PASS, details)
+            Finding("sentinel", b, Status.REGRESSION if found else Status.PASS, details)
         )
     return verdicts

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import sys
 from pathlib import Path
 
 import click
+
+from regress.cli.output import json_option
 
 _BAR_STEPS = 1000
 
@@ -20,6 +24,40 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> list
     if not sizes or min(sizes) < 1:
         raise click.BadParameter(f"batch sizes must be positive integers, got {value!r}")
     return sorted(set(sizes))
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # click's FloatRange lets nan through (every comparison with nan is false).
+    if math.isnan(value):
+        raise click.BadParameter("must be a number, not nan")
+    return value
+
+
+class _ProgressBar:
+    """A progress bar on stderr, opened at the first update: an error found before the engine
+    runs (a bad baseline, a batch size too large) is then the only line the user sees."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._bar = None
+        self._shown = 0
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
+
+    def __call__(self, p) -> None:
+        if self._bar is None:
+            # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
+            bar = click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr)
+            self._bar = self._stack.enter_context(bar)
+        self._bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
+        target = int(p.fraction * _BAR_STEPS)
+        if target > self._shown:
+            self._bar.update(target - self._shown)
+            self._shown = target
 
 
 @click.command("accept")
@@ -73,30 +111,28 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> list
     type=click.FloatRange(0, 1, max_open=True),
     default=0.05,
     show_default=True,
+    callback=_finite,
     help="Relative drop tolerated before a significant loss is a regression.",
 )
 @click.option(
     "--seed",
-    type=int,
+    type=click.IntRange(0, 2**32 - 1),
     default=0,
     show_default=True,
     help="Engine seed (reference: its weights) and bootstrap seed.",
 )
-@click.option(
-    "--json",
-    "json_out",
-    default=None,
-    metavar="FILE|-",
-    help="Write the report; '-' puts only JSON on stdout.",
-)
-@click.option(
-    "--plot", "plot_out", type=click.Path(dir_okay=False, path_type=Path), help="Write a PNG plot."
-)
+@json_option("Write the report to FILE (the table still shows); '-' puts only JSON on stdout.")
+@click.option("--plot", "plot_out", default=None, metavar="FILE", help="Write a PNG plot.")
 @click.option(
     "--baseline",
     default=None,
     metavar="FILE",
     help="A report from --json, or acceptance_length.yaml[#KEY].",
+)
+@click.option(
+    "--allow-config-mismatch",
+    is_flag=True,
+    help="Compare against a baseline report measured on other prompts, K or token budget.",
 )
 @click.pass_context
 def accept(
@@ -115,20 +151,27 @@ def accept(
     tolerance: float,
     seed: int,
     json_out: str | None,
-    plot_out: Path | None,
+    plot_out: str | None,
     baseline: str | None,
+    allow_config_mismatch: bool,
 ) -> None:
     """Profile MTP acceptance per batch size and judge it against batch 1.
 
-    Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error.
+    Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error, 130 interrupted.
     """
     from regress.acceptance.engines import get_engine
-    from regress.acceptance.profile import Progress, profile
+    from regress.acceptance.profile import profile
     from regress.acceptance.prompts import load_prompt_file
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
+    from regress.files import STDOUT, check_output_path
 
-    if plot_out is not None:  # fail before a long run, not after it
+    # Every output is checked before the run: a bad path found after it is a wasted run.
+    check_output_path(json_out, option="--json")
+    if plot_out is not None:
+        if plot_out == STDOUT:
+            raise UsageError("--plot -: a PNG does not go to standard output; give a file name")
+        check_output_path(plot_out, option="--plot")
         require_module("matplotlib", purpose="--plot", install="pip install matplotlib")
     names = [n for d in defects for n in d.split(",") if n.strip()]
     adapter = get_engine(
@@ -150,18 +193,7 @@ def accept(
     if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
         prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
 
-    # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
-    with click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr) as bar:
-        shown = 0
-
-        def on_progress(p: Progress) -> None:
-            nonlocal shown
-            bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
-            target = int(p.fraction * _BAR_STEPS)
-            if target > shown:
-                bar.update(target - shown)
-                shown = target
-
+    with _ProgressBar() as on_progress:
         report = profile(
             adapter,
             prompts,
@@ -173,9 +205,13 @@ def accept(
             progress=on_progress,
             seed=seed,
             config={"prompts": str(prompts_file) if prompts_file else "builtin"},
+            allow_config_mismatch=allow_config_mismatch,
         )
 
-    if json_out == "-":
+    for mismatch in (report.baseline or {}).get("config_mismatches") or []:
+        click.echo(f"regress accept: note: baseline differs: {mismatch}", err=True)
+
+    if json_out == STDOUT:
         click.echo(report.to_json())
         for verdict in report.verdicts:
             if verdict.regressed:

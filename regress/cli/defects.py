@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from regress.cli.output import emit_json, json_option
+
+
+def _check_device(device: str) -> None:
+    """Refuse a device this machine lacks now, not as a torch traceback mid-battery."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            from regress.errors import UsageError
+
+            raise UsageError(
+                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
+            )
 
 
 @click.command()
@@ -16,33 +29,39 @@ import click
     metavar="NAME",
     help="With --check: switch this defect on (repeatable; default: REGRESS_DEFECTS).",
 )
-@click.option("--device", default="cpu", show_default=True, help="Torch device for --check.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def defects(check: bool, defects: tuple[str, ...], device: str, as_json: bool) -> None:
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="Torch device for --check.",
+)
+@json_option("Write JSON to FILE (the text still shows); '-' or a bare --json: JSON on stdout.")
+def defects(check: bool, defects: tuple[str, ...], device: str, json_out: str | None) -> None:
     """List the historical defects the reference engine can replay.
 
     With --check, run every contract scenario (draft-loop collapse, tree rewrites, upstream
     unit-test layouts, layer-wise announcements) and exit 1 if any contract is violated.
     """
+    from regress.files import check_output_path
     from regress.reference.defects import DEFECTS, validate_defects
 
+    check_output_path(json_out, option="--json")
     if not check:
-        if as_json:
-            click.echo(json.dumps([vars(d) for d in DEFECTS.values()], indent=2))
-            return
-        for d in DEFECTS.values():
-            click.echo(
-                f"{d.name}\n  {d.summary}\n  upstream: {d.upstream}\n  symptom: {d.symptom}\n"
-            )
+        doc = [vars(d) for d in DEFECTS.values()]
+        if not emit_json(doc, json_out):
+            for d in DEFECTS.values():
+                click.echo(
+                    f"{d.name}\n  {d.summary}\n  upstream: {d.upstream}\n  symptom: {d.symptom}\n"
+                )
         return
 
     from regress.reference.scenarios import run_contract_battery
 
     chosen = validate_defects(defects) if defects else None
+    _check_device(device)
     violations = run_contract_battery(defects=chosen, device=device)
-    if as_json:
-        click.echo(json.dumps([v.to_dict() for v in violations], indent=2))
-    else:
+    if not emit_json([v.to_dict() for v in violations], json_out):
         for v in violations:
             click.echo(f"VIOLATION [{v.check}] {v.details.get('scenario')}: {v.message}")
         click.echo(f"{len(violations)} contract violation(s)")

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from regress.cli.output import json_option, write_output
 
-def _progress(name: str, p) -> None:
-    kind = getattr(p, "kind", None)
-    if kind == "step":
-        pairs = ", ".join(f"{c[:10]} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
-        click.echo(
-            f"[{name}] step {p.step}: {pairs}; {p.candidates} candidate(s) left, "
-            f"{p.probes} probe run(s), {p.elapsed:.0f}s",
-            err=True,
-        )
+
+def _show(event) -> None:
+    """Render one progress event on stderr, elapsed seconds first."""
+    click.echo(f"[{event.elapsed:4.0f}s] [{event.where}] {event.message}", err=True)
+
+
+def _check_workdir(workdir: Path | None) -> None:
+    from regress.errors import UsageError
+    from regress.files import check_output_path
+
+    if workdir is None:
+        return
+    if workdir.exists():
+        if any(workdir.iterdir()):
+            raise UsageError(f"--workdir {workdir} is not empty; give a new or empty directory")
+        check_output_path(workdir / "repo", option="--workdir")
     else:
-        click.echo(f"[{name}] {getattr(p, 'message', p)}", err=True)
+        check_output_path(workdir, option="--workdir")
 
 
 @click.command()
@@ -36,9 +43,15 @@ def _progress(name: str, p) -> None:
     type=click.IntRange(8, 2000),
     help="Length of the generated history.",
 )
-@click.option("--seed", default=0, show_default=True, help="Where the bugs are planted.")
 @click.option(
-    "--json", "json_out", metavar="FILE|-", help="Write the result as JSON ('-': stdout)."
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Where the bugs are planted.",
+)
+@json_option(
+    "Write the result as JSON to FILE (the summary still shows); '-': only JSON on stdout."
 )
 def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
@@ -47,19 +60,21 @@ def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: st
     layer-wise runner with harmless edits; one commit drops the req_idx_per_token refresh, a later
     one drops the MTP shape announcement. `regress bisect` then finds the first with the metric
     probe (AL at batch 8 / AL at batch 1 on the reference engine) and the second with the assert
-    probe (DeepGEMM's DG_HOST_ASSERT). Exit 0 only when both culprits are the planted commits.
+    probe (DeepGEMM's DG_HOST_ASSERT). Exit 0 only when both culprits are the planted commits;
+    130 when interrupted (the throwaway repository is removed all the same).
     """
     from regress.demo import run_demo
+    from regress.files import STDOUT, check_output_path
 
-    if workdir is not None and workdir.exists() and any(workdir.iterdir()):
-        raise click.UsageError(f"--workdir {workdir} is not empty; give a new or empty directory")
-    result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_progress)
-    doc = result.to_json()
-    if json_out == "-":
-        click.echo(json.dumps(doc, indent=2))
+    _check_workdir(workdir)
+    check_output_path(json_out, option="--json")
+    result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
+    doc = json.dumps(result.to_json(), indent=2)
+    if json_out == STDOUT:
+        click.echo(doc)
     else:
-        if json_out:
-            Path(json_out).write_text(json.dumps(doc, indent=2) + "\n")
+        if json_out is not None:
+            write_output(json_out, doc + "\n", option="--json")
         for b in result.bisects:
             mark = "MATCH" if b.matched else "MISMATCH"
             click.echo(
@@ -71,4 +86,4 @@ def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: st
         click.echo(
             f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s; repository {where}"
         )
-    sys.exit(0 if result.ok else 1)
+    raise SystemExit(0 if result.ok else 1)

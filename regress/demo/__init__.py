@@ -1,6 +1,6 @@
 """``regress demo``: plant the two historical regressions in a throwaway history and bisect them."""
 
 from regress.demo.history import DemoRepo, build_demo_repo
-from regress.demo.run import DemoResult, run_demo
+from regress.demo.run import DemoEvent, DemoResult, run_demo
 
-__all__ = ["DemoRepo", "DemoResult", "build_demo_repo", "run_demo"]
+__all__ = ["DemoEvent", "DemoRepo", "DemoResult", "build_demo_repo", "run_demo"]

@@ -11,11 +11,24 @@ from pathlib import Path
 ACCEPTANCE_PROBE = "probe_acceptance.py"
 LAYERWISE_PROBE = "probe_layerwise.py"
 
+#: Environment variable naming the file each probe run appends its commit to as it starts; the
+#: demo watches it to show progress while a bisect checks its endpoints.
+EVENTS_ENV = "REGRESS_DEMO_EVENTS"
+
+# Appends one line per probe run: "<commit>\n" (a single small O_APPEND write, so concurrent
+# runs never interleave within a line).
+_ANNOUNCE = """_events = os.environ.get("REGRESS_DEMO_EVENTS")
+if _events:
+    with open(_events, "a", encoding="utf-8") as _fh:
+        _fh.write(os.environ.get("REGRESS_COMMIT", "unknown") + "\\n")
+"""
+
 _ACCEPTANCE = '''"""Acceptance length at batch 8 relative to batch 1, on this commit's DSA metadata."""
 import json
 import os
 import sys
 
+{announce}
 sys.path.insert(0, os.getcwd())
 from dsa_metadata import DSAtrtllmAttentionMetadata  # noqa: E402
 
@@ -43,6 +56,7 @@ _LAYERWISE = '''"""Layer-wise GEN step on a DSA model: batch 32, seq_len_q 4, th
 import os
 import sys
 
+{announce}
 sys.path.insert(0, os.getcwd())
 from layerwise_runner import create_run_pack, run_generation_step  # noqa: E402
 
@@ -56,6 +70,6 @@ def write_probes(directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, text in ((ACCEPTANCE_PROBE, _ACCEPTANCE), (LAYERWISE_PROBE, _LAYERWISE)):
-        (directory / name).write_text(text)
+        (directory / name).write_text(text.replace("{announce}", _ANNOUNCE))
         out[name] = directory / name
     return out

@@ -9,7 +9,7 @@ from pathlib import Path
 from regress.acceptance.baseline import load_upstream_reference
 from regress.acceptance.profile import judge
 from regress.acceptance.stats import RunStats
-from regress.acceptance.verdicts import UpstreamReference, Verdict
+from regress.acceptance.verdicts import Finding, UpstreamReference
 from regress.trtllm.hooks import SentinelReport
 
 
@@ -36,7 +36,7 @@ def sentinel_failures(report: SentinelReport) -> list[str]:
 class CaseOutcome:
     """The verdicts on one case, plus failures that are not verdicts (the sentinel did not run)."""
 
-    verdicts: list[Verdict]
+    verdicts: list[Finding]
     problems: list[str] = field(default_factory=list)
 
     @property

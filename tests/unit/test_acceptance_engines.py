@@ -399,23 +399,14 @@ def test_reference_adapter_wraps_engine_start_failures():
         ReferenceAcceptanceEngine(device="cuda", engine_factory=broken)
 
 
-def test_reference_adapter_text_prompts(monkeypatch):
+def test_reference_adapter_text_prompts_use_the_byte_tokenizer():
+    from regress.reference.prompts import encode
+
     engine = ReferenceAcceptanceEngine(engine_factory=FakeReferenceEngine)
-    no_tokenizer = types.ModuleType("regress.reference.prompts")
-    monkeypatch.setitem(sys.modules, "regress.reference.prompts", no_tokenizer)
-    with pytest.raises(UsageError, match="no tokenizer"):
-        engine.run(["hello"], batch_size=1, max_draft_len=2, max_new_tokens=4)
-    with_tokenizer = types.ModuleType("regress.reference.prompts")
-    with_tokenizer.encode = lambda text: [ord(c) % 50 for c in text]
-    monkeypatch.setitem(sys.modules, "regress.reference.prompts", with_tokenizer)
     [trace] = engine.run(["hi"], batch_size=1, max_draft_len=2, max_new_tokens=4)
-    assert trace.tokens == [ord("h") % 50, ord("i") % 50]
-
-
-def test_reference_adapter_missing_engine_module(monkeypatch):
-    monkeypatch.setitem(sys.modules, "regress.reference.engine", None)
-    with pytest.raises(EngineError, match=r"regress\.reference\.engine"):
-        ReferenceAcceptanceEngine()
+    assert trace.tokens == encode("hi")
+    with pytest.raises(UsageError, match="not encodable as UTF-8"):
+        engine.tokenize("bad \ud800 surrogate")
 
 
 def test_get_engine_unknown_name():

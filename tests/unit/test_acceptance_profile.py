@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from regress.acceptance.engines.synthetic import SyntheticEngine
-from regress.acceptance.profile import Progress, judge, profile
+from regress.acceptance.profile import ProfileProgress, judge, profile
 from regress.acceptance.trace import RequestTrace
 from regress.acceptance.verdicts import UpstreamReference
 from regress.errors import EngineError, UsageError
@@ -39,7 +39,7 @@ def test_stale_map_fingerprint_is_flagged_at_batch_8_only():
 
 
 def test_progress_reaches_the_end_in_order():
-    seen: list[Progress] = []
+    seen: list[ProfileProgress] = []
     run(SyntheticEngine(HEALTHY), batch_sizes=[1, 2, 8], progress=seen.append)
     fractions = [p.fraction for p in seen]
     assert fractions == sorted(fractions)

@@ -1,4 +1,4 @@
-"""Verdict logic at its boundaries: tolerance, CI margin, decay slope, baselines, upstream gate."""
+"""Judging acceptance at its boundaries: tolerance, CI margin, decay slope, baselines, upstream gate."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import RequestTrace
 from regress.acceptance.verdicts import (
+    Finding,
     Status,
     UpstreamReference,
-    Verdict,
     against_baseline,
     against_upstream,
     batch_invariance,
@@ -215,13 +215,13 @@ def test_sentinel_verdicts():
 
 
 def test_verdict_round_trip_and_status_strings():
-    v = Verdict(
+    v = Finding(
         "batch_invariance", 8, Status.REGRESSION, {"headline": "x", "regressed_metrics": ["a"]}
     )
-    assert Verdict.from_dict(json.loads(json.dumps(v.to_dict()))) == v
+    assert Finding.from_dict(json.loads(json.dumps(v.to_dict()))) == v
     assert v.to_dict()["status"] == "regression" and Status.PASS == "pass"
     assert v.summary().startswith("REGRESSION batch_invariance batch 8: x; regressed: a")
-    assert Verdict("sentinel", None, Status.PASS).summary().strip().endswith("all runs")
+    assert Finding("sentinel", None, Status.PASS).summary().strip().endswith("all runs")
 
 
 # --- paired significance ----------------------------------------------------------------------
@@ -274,3 +274,45 @@ def test_paired_intervals_need_the_same_prompts():
         "conditional_slope",
         *(f"per_position[{i}]" for i in range(1, 5)),
     }
+
+
+# --- the paired rule reads the interval's lower bound (mutant: drop_ci[1]) ----------------------
+
+#: (paired drop interval, significant?): a 10% drop whose interval reaches zero is noise.
+PAIRED_CASES = [
+    ([-0.01, 0.5], False),  # straddles zero: the upper bound alone would call it significant
+    ([0.0, 0.5], False),  # touches zero: still not wholly above it
+    ([0.001, 0.5], True),
+    ([-0.5, -0.01], False),
+]
+
+
+@pytest.mark.parametrize(("drop_ci", "significant"), PAIRED_CASES)
+def test_paired_significance_is_decided_by_the_lower_bound(drop_ci, significant):
+    row = compare_metric("al", 4.0, None, 3.6, None, 0.05, drop_ci=drop_ci)
+    assert row["beyond_tolerance"]
+    assert (row["significant"], row["regressed"]) == (significant, significant)
+    assert row["noise_test"] == "paired_bootstrap"
+
+
+@pytest.mark.parametrize(("drop_ci", "significant"), PAIRED_CASES)
+def test_decay_paired_significance_is_decided_by_the_lower_bound(monkeypatch, drop_ci, significant):
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(
+        verdicts, "paired_drop_intervals", lambda *a, **k: {"conditional_slope": drop_ci}
+    )
+    ref = make_stats(3.0, per_position=(0.8, 0.64), slope=0.0)
+    steep = make_stats(3.0, per_position=(0.8, 0.4), slope=-0.3)  # far past the 0.04 threshold
+    [v] = conditional_decay({1: ref, 8: steep}, 0.05)
+    assert v.details["noise_test"] == "paired_bootstrap"
+    assert v.regressed is significant
+
+
+def test_the_upper_bound_mutant_would_fail_these_checks(monkeypatch):
+    """Proof the two tests above can fail: with the rule on drop_ci[1] the straddling case flips."""
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "paired_significant", lambda ci: ci[1] > verdicts.EPS)
+    row = compare_metric("al", 4.0, None, 3.6, None, 0.05, drop_ci=[-0.01, 0.5])
+    assert row["regressed"], "the mutant should call a straddling interval significant"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from _outputs import blocked_path, fill_the_disk
 from click.testing import CliRunner
 
 import regress.acceptance.engines as engines
@@ -17,12 +17,6 @@ from regress.cli import cli
 DATA = Path(__file__).parents[1] / "data" / "acceptance"
 HEALTHY = [0.868, 0.864, 0.825, 0.834]
 STALE = [0.880, 0.775, 0.670, 0.596]
-
-HAS_REFERENCE = importlib.util.find_spec("regress.reference.engine") is not None
-HAS_SENTINEL = importlib.util.find_spec("regress.dsa.sentinel") is not None
-needs_reference = pytest.mark.skipif(
-    not HAS_REFERENCE, reason="regress.reference.engine is not in this checkout yet"
-)
 
 
 @pytest.fixture
@@ -91,6 +85,43 @@ def test_json_file_plot_and_baseline(runner, synthetic, tmp_path):
     }
 
 
+def _paired_intervals(interval):
+    """paired_drop_intervals stand-in: every metric's paired drop interval is ``interval``."""
+
+    def fake(reference, run, **_):
+        names = ["acceptance_length", "conditional_slope"]
+        names += [f"per_position[{i + 1}]" for i in range(reference.max_draft_len)]
+        return {key: list(interval) for key in names}
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("interval", "exit_code"),
+    [([-0.01, 0.9], 0), ([0.0, 0.9], 0), ([0.01, 0.9], 1)],
+)
+def test_main_verdict_follows_the_paired_interval_lower_bound(
+    runner, synthetic, monkeypatch, interval, exit_code
+):
+    """The stale map's big drop at batch 8 is a regression only if its paired interval clears 0."""
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "paired_drop_intervals", _paired_intervals(interval))
+    result = accept(runner, "--defect", "stale_req_idx", "--json", "-")
+    assert result.exit_code == exit_code, result.stderr
+    rows = json.loads(result.stdout)["verdicts"][0]["details"]["metrics"]
+    assert rows[0]["noise_test"] == "paired_bootstrap" and rows[0]["beyond_tolerance"]
+
+
+def test_main_verdict_would_flip_on_the_upper_bound_mutant(runner, synthetic, monkeypatch):
+    """Proof the test above can fail: judging by drop_ci[1] turns a straddling interval into exit 1."""
+    import regress.acceptance.verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "paired_drop_intervals", _paired_intervals([-0.01, 0.9]))
+    monkeypatch.setattr(verdicts, "paired_significant", lambda ci: ci[1] > verdicts.EPS)
+    assert accept(runner, "--defect", "stale_req_idx").exit_code == 1
+
+
 def test_upstream_yaml_baseline(runner, synthetic):
     spec = f"{DATA / 'acceptance_length.yaml'}#TestGLM52NVFP4::test_mtp_k4_bs8"
     result = accept(runner, "--baseline", spec, "--json", "-")
@@ -127,7 +158,8 @@ def test_options_reach_the_engine(runner, synthetic):
 
 
 def test_prompts_file(runner, synthetic):
-    result = accept(runner, "--prompts", str(DATA / "prompts_tokens.jsonl"), "--json", "-")
+    file = str(DATA / "prompts_tokens.jsonl")  # 3 prompts: batch 3 is the largest that fills
+    result = accept(runner, "--prompts", file, "--batch-sizes", "1,3", "--json", "-")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["config"]["num_prompts"] == 3 and report["config"]["prompts"].endswith(
@@ -143,12 +175,23 @@ def test_prompts_file(runner, synthetic):
         (["--max-draft-len", "0"], "x>=1"),
         (["--tolerance", "1"], "0<=x<1"),
         (["--baseline", "/nonexistent/base.json"], "cannot read acceptance report"),
+        (["--tolerance", "nan"], "not nan"),
+        (["--tolerance", "-0.1"], "0<=x<1"),
+        (["--seed", "-1"], "0<=x<=4294967295"),
+        (["--num-prompts", "0"], "x>=1"),
+        (["--num-prompts", "-3"], "x>=1"),
+        (["--max-new-tokens", "1"], "x>=2"),
+        (["--max-draft-len", "-1"], "x>=1"),
+        (["--batch-sizes", "-8"], "positive integers"),
+        (["--batch-sizes", "1,100000"], "batch size 100000 exceeds the 30 prompts"),
     ],
 )
-def test_bad_input_exits_2(runner, synthetic, args, message):
+def test_bad_input_exits_2_before_the_engine_runs(runner, synthetic, args, message):
     result = accept(runner, *args)
     assert result.exit_code == 2
     assert message in result.stderr
+    assert "profiling" not in result.stderr  # the bar opens only when the engine starts
+    assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
 def test_malformed_prompts_file_exits_2_naming_the_line(runner, synthetic, tmp_path):
@@ -220,7 +263,6 @@ E2E = [
 ]
 
 
-@needs_reference
 def test_reference_stale_req_idx_exits_1_naming_batch_8(runner, monkeypatch, tmp_path):
     monkeypatch.delenv("REGRESS_DEFECTS", raising=False)
     result = runner.invoke(cli, [*E2E, "--defect", "stale_req_idx", "--json", "-"])
@@ -237,7 +279,6 @@ def test_reference_stale_req_idx_exits_1_naming_batch_8(runner, monkeypatch, tmp
     assert "batch size(s) 8" in result.stderr
 
 
-@needs_reference
 def test_reference_without_defects_exits_0(runner, monkeypatch):
     monkeypatch.delenv("REGRESS_DEFECTS", raising=False)
     result = runner.invoke(cli, [*E2E, "--json", "-"])
@@ -249,7 +290,6 @@ def test_reference_without_defects_exits_0(runner, monkeypatch):
     assert report["engine"]["defects"] == []
 
 
-@needs_reference
 def test_reference_reads_defects_from_the_environment(runner, monkeypatch):
     """Without --defect, REGRESS_DEFECTS decides (how bisect scripts switch defects), and the report says so."""
     monkeypatch.setenv("REGRESS_DEFECTS", "stale_req_idx")
@@ -263,7 +303,6 @@ def test_reference_reads_defects_from_the_environment(runner, monkeypatch):
     ]
 
 
-@needs_reference
 def test_reference_text_prompts_use_its_tokenizer(runner, monkeypatch):
     monkeypatch.delenv("REGRESS_DEFECTS", raising=False)
     args = ["accept", "--batch-sizes", "1,2", "--max-draft-len", "2", "--max-new-tokens", "12"]
@@ -274,8 +313,6 @@ def test_reference_text_prompts_use_its_tokenizer(runner, monkeypatch):
     assert json.loads(result.stdout)["config"]["num_prompts"] == 2
 
 
-@needs_reference
-@pytest.mark.skipif(not HAS_SENTINEL, reason="regress.dsa.sentinel is not in this checkout yet")
 def test_reference_sentinel_findings_reach_the_report(runner, monkeypatch):
     monkeypatch.delenv("REGRESS_DEFECTS", raising=False)
     args = [
@@ -296,3 +333,131 @@ def test_reference_sentinel_findings_reach_the_report(runner, monkeypatch):
         v["check"] == "sentinel" and v["batch_size"] == 8 and v["status"] == "regression"
         for v in report["verdicts"]
     )
+
+
+# --- every failure names its cause, exits with its code, and writes nothing -------------------
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_unwritable_output_fails_before_the_run(runner, synthetic, tmp_path, option):
+    result = accept(runner, option, str(blocked_path(tmp_path)))
+    assert result.exit_code == 2, result.output
+    assert f"regress: error: {option} " in result.stderr and "is not a folder" in result.stderr
+    assert "engine" not in synthetic  # nothing was run
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_folder_as_json_path_fails_before_the_run(runner, synthetic, tmp_path):
+    result = accept(runner, "--json", str(tmp_path))
+    assert result.exit_code == 2 and "is a folder" in result.stderr
+    assert "engine" not in synthetic
+
+
+def test_plot_to_stdout_is_refused(runner, synthetic):
+    result = accept(runner, "--plot", "-")
+    assert result.exit_code == 2 and "give a file name" in result.stderr
+    assert "engine" not in synthetic
+
+
+def test_write_error_after_the_run_is_bad_input_not_a_regression(
+    runner, synthetic, tmp_path, monkeypatch
+):
+    """A disk that fills up during the run: exit 2 with the reason, never 1 ("regression")."""
+    fill_the_disk(monkeypatch)
+    result = accept(runner, "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 2
+    assert "cannot write acceptance report" in result.stderr
+    assert "No space left on device" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_and_plot_get_the_same_mode(runner, synthetic, tmp_path):
+    pytest.importorskip("matplotlib")
+    import os
+
+    report_path, plot_path = tmp_path / "r.json", tmp_path / "al.png"
+    result = accept(runner, "--json", str(report_path), "--plot", str(plot_path))
+    assert result.exit_code == 0, result.output
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {p.stat().st_mode & 0o777 for p in (report_path, plot_path)}
+    assert modes == {0o644 & ~umask}  # the report used to be 0600 next to a 0644 PNG
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["al.png", "r.json"]  # no temp files
+
+
+def test_ctrl_c_exits_130(runner, monkeypatch, tmp_path):
+    class Interrupted(SyntheticEngine):
+        def run(self, prompts, **kwargs):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(engines, "get_engine", lambda name, **o: Interrupted(HEALTHY))
+    result = accept(runner, "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 130
+    assert "regress: interrupted" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_binary_baseline_is_one_line_exit_2(runner, synthetic, tmp_path, suffix):
+    blob = tmp_path / f"base{suffix}"
+    blob.write_bytes(bytes(range(256)) * 4)
+    result = accept(runner, "--baseline", str(blob))
+    assert result.exit_code == 2, result.output
+    assert "not UTF-8 text" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output and "internal error" not in result.stderr
+    assert synthetic["engine"].calls == []
+
+
+def test_binary_prompts_file_is_one_line_exit_2(runner, synthetic, tmp_path):
+    blob = tmp_path / "p.jsonl"
+    blob.write_bytes(b"\xff\xfe" * 64)
+    result = accept(runner, "--prompts", str(blob))
+    assert result.exit_code == 2 and "not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--num-prompts", "8"], "num_prompts=30 (this run: 8)"),
+        (["--max-draft-len", "3"], "max_draft_len=4 (this run: 3)"),
+        (["--max-new-tokens", "32"], "max_new_tokens=64 (this run: 32)"),
+    ],
+)
+def test_baseline_from_another_configuration_is_refused(runner, synthetic, tmp_path, args, named):
+    base = tmp_path / "base.json"
+    assert accept(runner, "--json", str(base)).exit_code == 0
+    refused = accept(runner, "--baseline", str(base), *args)
+    assert refused.exit_code == 2
+    assert named in refused.stderr and "--allow-config-mismatch" in refused.stderr
+    allowed = accept(
+        runner, "--baseline", str(base), *args, "--allow-config-mismatch", "--json", "-"
+    )
+    assert allowed.exit_code in (0, 1), allowed.stderr
+    assert json.loads(allowed.stdout)["baseline"]["config_mismatches"] == [named]
+    assert f"baseline differs: {named}" in allowed.stderr
+
+
+def test_baseline_on_other_prompts_of_the_same_count_is_refused(runner, synthetic, tmp_path):
+    base = tmp_path / "base.json"
+    assert accept(runner, "--json", str(base)).exit_code == 0
+    other = tmp_path / "p.jsonl"
+    other.write_text("".join(f'{{"token_ids": [{i}, 7, 9]}}\n' for i in range(30)))
+    refused = accept(runner, "--baseline", str(base), "--prompts", str(other))
+    assert refused.exit_code == 2 and "prompts_digest=" in refused.stderr
+
+
+def test_matching_baseline_is_accepted_silently(runner, synthetic, tmp_path):
+    base = tmp_path / "base.json"
+    assert accept(runner, "--json", str(base)).exit_code == 0
+    again = accept(runner, "--baseline", str(base), "--json", "-")
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["baseline"]["config_mismatches"] == []
+    assert "baseline differs" not in again.stderr
+
+
+def test_bare_json_means_stdout_as_in_every_command(runner, synthetic):
+    result = accept(runner, "--json", "--max-draft-len", "3")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["config"]["max_draft_len"] == 3

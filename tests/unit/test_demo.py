@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pytest
+from _outputs import blocked_path, fill_the_disk
 from click.testing import CliRunner
 
 from regress.cli import cli
@@ -70,6 +71,15 @@ def test_demo_end_to_end_finds_both_planted_commits(tmp_path, monkeypatch):
     assert doc["ok"] is True and doc["kept"] is True
     assert [b["matched"] for b in doc["bisects"]] == [True, True]
     assert {b["probe"] for b in doc["bisects"]} == {"metric", "assert"}
+    # Progress from the first second: the first line comes before the history is written, and
+    # each bisect reports its probe runs while it checks the endpoints, before its first round.
+    lines = out.stderr.splitlines()
+    assert "writing a 10-commit history" in lines[0]
+    for name in ("stale_req_idx (acceptance metric)", "unannounced_mtp_shapes (DeepGEMM assert)"):
+        mine = [line for line in lines if f"[{name}]" in line]
+        assert "checking both endpoints" in mine[0]
+        assert "probe run" in mine[1] and "started on" in mine[1]
+        assert any("step 1:" in line for line in mine)
     # The user's side is untouched: the bisect cache lives under the workdir, not the repo.
     status = subprocess.run(
         ["git", "status", "--porcelain"],
@@ -90,3 +100,105 @@ def test_workdir_must_be_empty(tmp_path):
     out = CliRunner().invoke(cli, ["demo", "--workdir", str(tmp_path)])
     assert out.exit_code == 2
     assert (tmp_path / "x").read_text() == "keep me"
+
+
+# --- failures: one line, the right exit code, nothing left behind --------------------------------
+
+
+@pytest.fixture
+def no_bisect(monkeypatch):
+    """Make any bisect fail loudly: these tests must stop before the first one."""
+    import regress.bisect as bisect
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the demo ran a bisect")
+
+    monkeypatch.setattr(bisect, "run_bisect", refuse)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--json", "BLOCKED"], "--json "),
+        (["--workdir", "BLOCKED"], "--workdir "),
+        (["--commits", "0"], "8<=x<=2000"),
+        (["--commits", "-5"], "8<=x<=2000"),
+        (["--seed", "-1"], "x>=0"),
+    ],
+)
+def test_bad_input_exits_2_before_any_work(tmp_path, no_bisect, args, message):
+    blocked = str(blocked_path(tmp_path))
+    args = [blocked if a == "BLOCKED" else a for a in args]
+    out = CliRunner().invoke(cli, ["demo", *args])
+    assert out.exit_code == 2, out.output
+    assert message in out.stderr
+    assert out.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_ctrl_c_exits_130_and_removes_the_throwaway_repository(tmp_path, monkeypatch):
+    import regress.bisect as bisect
+
+    def interrupted(config, progress=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bisect, "run_bisect", interrupted)
+    workdir = tmp_path / "demo"
+    out = CliRunner().invoke(cli, ["demo", "--commits", "8", "--workdir", str(workdir)])
+    assert out.exit_code == 130
+    assert out.stderr.strip().splitlines()[-1] == "regress: interrupted"
+    assert not workdir.exists()
+
+
+def test_write_error_after_the_run_is_exit_2_not_a_missed_culprit(tmp_path, monkeypatch):
+    import regress.demo as demo_pkg
+    from regress.demo.run import DemoResult
+
+    monkeypatch.setattr(
+        demo_pkg, "run_demo", lambda **kw: DemoResult(repo="r", kept=False, commits=8)
+    )
+    fill_the_disk(monkeypatch)  # the disk fills up during the run
+    out = CliRunner().invoke(cli, ["demo", "--json", str(tmp_path / "d.json")])
+    assert out.exit_code == 2, out.output
+    assert "No space left on device" in out.stderr and "internal error" not in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_progress_starts_before_the_history_is_written(tmp_path, monkeypatch):
+    """The first event is delivered before any slow work (the old demo was silent for 115 s)."""
+    import regress.demo.run as run
+
+    events = []
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(run, "build_demo_repo", stop)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run.run_demo(workdir=tmp_path / "d", progress=events.append)
+    assert [(e.where, e.message) for e in events] == [
+        ("setup", "writing a 100-commit history with two planted regressions")
+    ]
+    assert not (tmp_path / "d").exists()
+
+
+def test_probe_watcher_reports_each_run_once_and_only_whole_lines(tmp_path):
+    from regress.demo.run import _ProbeWatcher, _Reporter
+
+    events = []
+    log = tmp_path / "runs.log"
+    with _ProbeWatcher(log, _Reporter(events.append, 0.0), interval=3600) as watcher:
+        watcher.follow("first")
+        log.write_text("aaaaaaaaaaaa\nbbbb")  # the second line is still being written
+        watcher.poll()
+        assert [e.message for e in events] == ["probe run 1 started on aaaaaaaaaa"]
+        with log.open("a") as fh:
+            fh.write("bbbbbbbb\n")
+        watcher.follow("second")  # what was written so far still belongs to the first bisect
+        with log.open("a") as fh:
+            fh.write("cccccccccccc\n")
+    assert [(e.where, e.message) for e in events] == [
+        ("first", "probe run 1 started on aaaaaaaaaa"),
+        ("first", "probe run 2 started on bbbbbbbbbb"),
+        ("second", "probe run 1 started on cccccccccc"),
+    ]

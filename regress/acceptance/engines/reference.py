@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from regress.acceptance.engines import EngineProgress, Prompt
 from regress.acceptance.trace import RequestTrace
 from regress.errors import EngineError, RegressError, UsageError
-
-ENGINE_MODULE = "regress.reference.engine"
-PROMPTS_MODULE = "regress.reference.prompts"
-
-
-def _import(module: str) -> Any:
-    # The reference engine imports torch; importing it here, not at module load, keeps
-    # `regress --help` and the pure statistics free of torch.
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            raise EngineError(
-                f"the reference engine module '{module}' is not available in this checkout; "
-                "update regress, or use --engine trtllm"
-            ) from exc
-        raise
 
 
 class ReferenceAcceptanceEngine:
@@ -70,9 +52,14 @@ class ReferenceAcceptanceEngine:
             "seed": seed,
             "sentinel": sentinel,
         }
-        factory = engine_factory or _import(ENGINE_MODULE).ReferenceEngine
+        if engine_factory is None:
+            # Imported here, not at module load: it imports torch, and `regress --help` and the
+            # pure statistics stay free of it.
+            from regress.reference.engine import ReferenceEngine
+
+            engine_factory = ReferenceEngine
         try:
-            self._engine = factory(
+            self._engine = engine_factory(
                 device=device, defects=defects, cuda_graph=cuda_graph, seed=seed, sentinel=sentinel
             )
         except RegressError:
@@ -112,24 +99,22 @@ class ReferenceAcceptanceEngine:
         self._engine_list, self._engine_seen = current, len(current)
 
     def default_prompts(self, limit: int | None = None) -> list[Prompt]:
-        """The reference engine's built-in token prompts."""
-        return list(_import(PROMPTS_MODULE).load_prompts(limit=limit))
+        """The reference engine's 80 built-in prompts (the first ``limit``), as token ids."""
+        from regress.reference.prompts import load_prompts
+
+        return list(load_prompts(limit=limit))
 
     def tokenize(self, text: str) -> list[int]:
-        """Token ids of a text prompt, if the reference engine ships a tokenizer.
+        """Token ids of a text prompt, by the reference model's byte-level tokenizer."""
+        from regress.reference.prompts import encode
 
-        Raises:
-            UsageError: when it does not (its vocabulary is synthetic, so text has no meaning).
-        """
-        module = _import(PROMPTS_MODULE)
-        encode = getattr(module, "encode", None) or getattr(module, "tokenize", None)
-        if encode is None:
+        try:
+            return list(encode(text))
+        except UnicodeEncodeError as exc:
             raise UsageError(
-                "the reference engine has a synthetic vocabulary and no tokenizer, so text prompts "
-                'mean nothing to it; give {"token_ids": [...]} lines in --prompts, or use '
-                "--engine trtllm for text"
-            )
-        return list(encode(text))
+                f"a text prompt is not encodable as UTF-8 ({exc.reason} at {exc.start}); "
+                "fix that prompt in --prompts"
+            ) from exc
 
     def run(
         self,

@@ -1,0 +1,54 @@
+"""Command output, the same in every command: the ``--json FILE|-`` option and writing documents.
+
+``--json FILE|-`` writes a command's JSON document to FILE, or to standard output for ``-``; a bare
+``--json`` (no value, or followed by another option) means ``-``, which keeps ``regress defects
+--json`` working as it did when it was a flag. Paths are checked before the work with
+:func:`regress.files.check_output_path`; writing goes through :func:`regress.files.write_atomic`,
+and a write error is bad input (exit 2), never a "regression found".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from regress.errors import UsageError
+from regress.files import STDOUT, write_atomic
+
+
+def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no value): stdout."):
+    """The ``--json [FILE|-]`` option, passed to the command as ``json_out`` (None when absent)."""
+    return click.option(
+        "--json",
+        "json_out",
+        is_flag=False,
+        flag_value=STDOUT,
+        default=None,
+        metavar="FILE|-",
+        help=help_text,
+    )
+
+
+def write_output(path: str | os.PathLike[str], data: str | bytes, *, option: str) -> None:
+    """Write an output file atomically; an OS error becomes a usage error naming the option."""
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write ({exc.strerror}); choose another path"
+        ) from exc
+
+
+def emit_json(doc: Any, json_out: str | None) -> bool:
+    """Write ``doc`` where ``--json`` says; returns True when it went to stdout (print nothing else)."""
+    if json_out is None:
+        return False
+    text = json.dumps(doc, indent=2)
+    if json_out == STDOUT:
+        click.echo(text)
+        return True
+    write_output(json_out, text + "\n", option="--json")
+    return False

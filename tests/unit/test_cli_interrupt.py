@@ -1,0 +1,64 @@
+"""Ctrl-C of a real ``regress accept`` and ``regress demo`` process: exit 130, nothing left behind.
+
+Both used to exit 1 on Ctrl-C, the code that means "regression found" / "culprit missed". These
+run the console entry point in a child process and send it SIGINT once its progress shows it is
+mid-run, as a terminal would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def _start(args: list[str], **env: str) -> subprocess.Popen:
+    # A shell running CI in the background starts its children with SIGINT ignored, and Python
+    # then installs no KeyboardInterrupt handler; give the child Ctrl-C as a terminal would.
+    return subprocess.Popen(
+        [sys.executable, "-c", "from regress.cli import main; main()", *args],
+        env={**os.environ, "REGRESS_TRACEBACK": "", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _interrupt_once_stderr_shows(proc: subprocess.Popen, marker: bytes) -> tuple[bytes, bytes]:
+    seen = b""
+    while marker not in seen:
+        chunk = os.read(proc.stderr.fileno(), 4096)  # blocks until the child writes
+        assert chunk, f"the child ended before showing {marker!r}: {seen.decode()[-2000:]}"
+        seen += chunk
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    return out, seen + err
+
+
+def test_ctrl_c_in_accept_exits_130_and_writes_no_report(tmp_path):
+    report = tmp_path / "r.json"
+    proc = _start(
+        ["accept", "--batch-sizes", "1,8", "--max-new-tokens", "64", "--json", str(report)],
+        REGRESS_DEFECTS="",
+    )
+    _, err = _interrupt_once_stderr_shows(proc, b"profiling")
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert err.decode().rstrip().endswith("regress: interrupted")
+    assert "Traceback" not in err.decode()
+    assert not report.exists()
+
+
+def test_ctrl_c_in_demo_exits_130_and_removes_its_workdir(tmp_path):
+    workdir = tmp_path / "demo"
+    proc = _start(
+        ["demo", "--commits", "8", "--workdir", str(workdir)],
+        REGRESS_DEMO_PROMPTS="4",
+        REGRESS_DEMO_TOKENS="16",
+        REGRESS_DEFECTS="",
+    )
+    _, err = _interrupt_once_stderr_shows(proc, b"probe run 1 started")
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert err.decode().rstrip().endswith("regress: interrupted")
+    assert "Traceback" not in err.decode()
+    assert not workdir.exists()
