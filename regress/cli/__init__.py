@@ -41,6 +41,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "testlist": ("regress.cli.testlist", "testlist", "Show and validate CI stage test lists."),
     "junit": ("regress.cli.junit", "junit", "Merge and summarise JUnit XML from CI stages."),
     "bot": ("regress.cli.bot", "bot", "Parse and plan /bot PR comments."),
+    "trend": (
+        "regress.cli.trend",
+        "trend",
+        "Nightly acceptance history: change points and the bisect they start.",
+    ),
 }
 
 
