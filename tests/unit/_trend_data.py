@@ -46,7 +46,8 @@ def report_dict(al_by_batch: dict[int, float], *, engine: str = "reference") -> 
     """The sample report with each batch size's AL (and per-position acceptance) set."""
     data = copy.deepcopy(json.loads(SAMPLE.read_text()))
     data["engine"] = {"name": engine, "device": "cpu", "defects": [], "seed": 0}
-    data["runs"] = [r for r in data["runs"] if r["batch_size"] in al_by_batch]
+    template = data["runs"][-1]
+    data["runs"] = [{**copy.deepcopy(template), "batch_size": b} for b in sorted(al_by_batch)]
     for run in data["runs"]:
         al = al_by_batch[run["batch_size"]]
         scale = (al - 1) / sum(run["per_position"])
