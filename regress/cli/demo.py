@@ -40,7 +40,14 @@ def _progress(name: str, p) -> None:
 @click.option(
     "--json", "json_out", metavar="FILE|-", help="Write the result as JSON ('-': stdout)."
 )
-def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None) -> None:
+@click.option(
+    "--trend",
+    is_flag=True,
+    help="Nightly variant: reports per night, `regress trend` finds the step and bisects it.",
+)
+def demo(
+    keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None, trend: bool
+) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
 
     The history (100 commits by default) carries copies of the reference engine's DSA metadata and
@@ -53,6 +60,23 @@ def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: st
 
     if workdir is not None and workdir.exists() and any(workdir.iterdir()):
         raise click.UsageError(f"--workdir {workdir} is not empty; give a new or empty directory")
+    if trend:
+        from regress.demo.trend import run_trend_demo
+        from regress.files import check_output_path
+
+        check_output_path(json_out, option="--json")
+
+        result = run_trend_demo(
+            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_progress
+        )
+        if json_out == "-":
+            click.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            if json_out:
+                Path(json_out).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+            click.echo("\n".join(result.summary()))
+            click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
+        sys.exit(0 if result.ok else 1)
     result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_progress)
     doc = result.to_json()
     if json_out == "-":

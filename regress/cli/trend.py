@@ -104,6 +104,12 @@ def add(
     multiple=True,
     help='Extra `regress bisect run` option, e.g. "--jobs 4" (repeatable).',
 )
+@click.option(
+    "--bisect-threshold",
+    is_flag=True,
+    help="With --bisect: judge each run against the midpoint of the two levels "
+    "(one run per commit; for a deterministic engine).",
+)
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None)
 @click.option(
     "--min-change",
@@ -147,6 +153,7 @@ def check(**opts) -> None:
         since=opts["since"],
         bisect=opts["bisect"],
         bisect_options=options,
+        bisect_threshold=opts["bisect_threshold"],
     )
     quiet = STDOUT in (opts["json_out"], opts["md_out"])
     for line in _lines(result):

@@ -76,6 +76,8 @@ class BisectPlan:
         direction: +1 higher is better.
         command: the measurement to run at each commit.
         options: further ``regress bisect run`` options (``--repo``, ``--overlay``...).
+        threshold: judge each run alone against this value (one run per commit) instead of
+            against repeated measurements of both ends: for a deterministic measurement.
     """
 
     good: str
@@ -85,6 +87,7 @@ class BisectPlan:
     direction: int
     command: list[str]
     options: list[str] = field(default_factory=list)
+    threshold: float | None = None
 
     @property
     def argv(self) -> list[str]:
@@ -103,6 +106,7 @@ class BisectPlan:
             "--metric",
             self.probe_path,
             way,
+            *(["--threshold", f"{self.threshold:.6g}"] if self.threshold is not None else []),
             "--",
             *self.command,
         ]
@@ -130,6 +134,7 @@ def plan_bisect(
     report: Mapping,
     command: Sequence[str] | None,
     options: Sequence[str] = (),
+    levels: tuple[float, float] | None = None,
 ) -> BisectPlan:
     """The bisect for a regression of ``metric`` first seen in ``report`` (the first bad night).
 
@@ -137,6 +142,9 @@ def plan_bisect(
         command: what CI recorded for that night; ``None`` rebuilds ``regress accept`` from the
             report.
         options: passed to ``regress bisect run`` before the probe options.
+        levels: the series' level before and after the change: with them, each run is judged
+            against their midpoint (``--threshold``). Only for a plain path: a ratio's levels are
+            not its numerator's.
     """
     return BisectPlan(
         good=good,
@@ -146,6 +154,7 @@ def plan_bisect(
         direction=metric.direction,
         command=list(command) if command else accept_command(report),
         options=list(options),
+        threshold=sum(levels) / 2 if levels and len(metric.paths) == 1 else None,
     )
 
 

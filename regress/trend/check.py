@@ -142,6 +142,7 @@ def check_store(
     since: str | None = None,
     bisect: bool = False,
     bisect_options: Sequence[str] = (),
+    bisect_threshold: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> CheckResult:
     """Check every configuration's series in ``store``.
@@ -153,6 +154,8 @@ def check_store(
         bisect: plan a bisect for each alarm (one per configuration and commit range: the first
             metric in order that shows it, so AL before per-position acceptance).
         bisect_options: extra ``regress bisect run`` options (``--repo``, ``--overlay``...).
+        bisect_threshold: judge each bisect run against the midpoint of the levels either side
+            of the change (one run per commit; for a deterministic engine).
         progress: called with a line per series checked.
 
     Raises:
@@ -197,8 +200,15 @@ def check_store(
                         planned.add(key)
                         entry = series.entries[finding.change.index]
                         try:
+                            c = finding.change
                             finding.bisect = plan_bisect(
-                                metric, key[1], key[2], entry.report, entry.command, bisect_options
+                                metric,
+                                key[1],
+                                key[2],
+                                entry.report,
+                                entry.command,
+                                bisect_options,
+                                levels=(c.before, c.after) if bisect_threshold else None,
                             )
                         except UsageError as exc:  # the alarm still stands; say why no bisect
                             finding.bisect_error = str(exc)
