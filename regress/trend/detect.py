@@ -21,6 +21,10 @@ implementation, vectorised with torch (regress's one array library):
    split is dropped and its neighbours re-measured over the wider windows it leaves (Otava's
    merge step does the same with its own test).
 
+A permutation test cannot be surer than its series allows: with ``m`` nights before a split and
+``k`` after, no p-value falls below ``1 / C(m + k, k)``, so a step needs roughly nine nights in
+all (e.g. 5 + 4) before ``alpha = 0.01`` can be met, whatever its size.
+
 Missing nights need nothing special: a series is the sequence of nights that have a value, and a
 change point is reported between the last night before it and the first night after it.
 """
