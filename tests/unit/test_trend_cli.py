@@ -188,3 +188,22 @@ def test_plot_writes_a_png(runner, tmp_path):
     assert (
         _invoke(runner, "trend", "plot", "--store", str(tmp_path / "h"), "-o", "-").exit_code == 2
     )
+
+
+def test_add_reads_stdin_and_keeps_the_command(runner, tmp_path):
+    from regress.trend.store import TrendStore
+
+    text = report({1: 3.7, 8: 3.6}).to_json()
+    res = runner.invoke(
+        cli,
+        ["trend", "add", "-", "--commit", sha(1), "--date", night(1), "--store", str(tmp_path),
+         "--command", "python nightly.py --json -"],
+        input=text,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    (entry,) = TrendStore(tmp_path).entries()
+    assert entry.command == ["python", "nightly.py", "--json", "-"]
+    res = runner.invoke(
+        cli, ["trend", "add", "-", "--commit", sha(2), "--store", str(tmp_path)], input="{}"
+    )
+    assert res.exit_code == 2
