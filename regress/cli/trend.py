@@ -115,7 +115,14 @@ def add(
     "--min-change",
     type=click.FloatRange(0, 1),
     default=None,
-    help="Smallest relative step reported (default 0.02).",
+    help="Smallest relative step reported (default 0.03).",
+)
+@click.option(
+    "--min-nights",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Fewest nights on each side of a step (default 3): a regression alarms after this "
+    "many bad nights; 2 alarms a night sooner, but two odd nights in a row then look like one.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Permutation seed.")
 def check(**opts) -> None:
@@ -141,6 +148,7 @@ def check(**opts) -> None:
     config = d.DetectorConfig(
         alpha=opts["alpha"] if opts["alpha"] is not None else d.ALPHA,
         min_change=opts["min_change"] if opts["min_change"] is not None else d.MIN_CHANGE,
+        min_size=opts["min_nights"] or d.MIN_SIZE,
         seed=opts["seed"],
     )
     options = ["--repo", opts["repo"]] if opts["repo"] else []

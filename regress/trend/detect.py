@@ -42,7 +42,7 @@ ALPHA = 0.01
 PERMUTATIONS = 199
 MIN_SIZE = 3
 WINDOW = 20
-MIN_CHANGE = 0.02
+MIN_CHANGE = 0.03
 MIN_Z = 3.0
 
 # Permutations per tensor batch: bounds memory at ~chunk * n * n * 8 bytes.

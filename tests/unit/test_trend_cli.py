@@ -207,3 +207,20 @@ def test_add_reads_stdin_and_keeps_the_command(runner, tmp_path):
         cli, ["trend", "add", "-", "--commit", sha(2), "--store", str(tmp_path)], input="{}"
     )
     assert res.exit_code == 2
+
+
+def test_min_nights_decides_how_many_bad_nights_alarm(runner, tmp_path):
+    _fill(tmp_path, step_series(32, at=(30,), sizes=(-STEP,), seed=8))  # two bad nights
+    args = [
+        "trend",
+        "check",
+        "--store",
+        str(tmp_path),
+        "--metric",
+        "runs[batch=8].acceptance_length",
+    ]
+    assert _invoke(runner, *args).exit_code == 0
+    res = _invoke(runner, *args, "--min-nights", "2", "--json", "-")
+    assert res.exit_code == 1
+    (f,) = json.loads(res.stdout)["findings"]
+    assert f["first_bad"]["commit"] == sha(30)

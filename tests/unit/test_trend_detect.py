@@ -9,7 +9,7 @@ from _trend_data import LEVEL, STEP, step_series
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regress.trend.detect import DetectorConfig, detect, open_regressions, split_points
+from regress.trend.detect import MIN_CHANGE, DetectorConfig, detect, open_regressions, split_points
 
 
 @pytest.mark.parametrize("sigma", [0.05, 0.1, 0.3])
@@ -47,7 +47,7 @@ def test_the_step_check_is_what_keeps_drift_quiet():
 def test_an_improvement_is_reported_but_is_not_a_regression():
     found = detect(step_series(100, at=(50,), sizes=(STEP,), sigma=0.1, seed=3))
     assert [(c.index, c.kind) for c in found] == [(50, "improvement")]
-    assert open_regressions(found, 0.02) == []
+    assert open_regressions(found, MIN_CHANGE) == []
 
 
 def test_direction_decides_what_a_fall_is():
@@ -60,16 +60,16 @@ def test_two_regressions_in_one_series_are_both_found():
     series = step_series(120, at=(40, 85), sizes=(-STEP, -0.08), sigma=0.1, seed=5)
     found = detect(series)
     assert [(c.index, c.kind) for c in found] == [(40, "regression"), (85, "regression")]
-    assert len(open_regressions(found, 0.02)) == 2
+    assert len(open_regressions(found, MIN_CHANGE)) == 2
 
 
 def test_a_fixed_regression_is_no_longer_open():
     series = step_series(120, at=(40, 80), sizes=(-STEP, STEP), sigma=0.1, seed=6)
     found = detect(series)
     assert [c.kind for c in found] == ["regression", "improvement"]
-    assert open_regressions(found, 0.02) == []
+    assert open_regressions(found, MIN_CHANGE) == []
     # without the fix it stays open: the assertion above can fail
-    assert len(open_regressions(found[:1], 0.02)) == 1
+    assert len(open_regressions(found[:1], MIN_CHANGE)) == 1
 
 
 @pytest.mark.parametrize("seed", range(3))
