@@ -90,6 +90,14 @@ def test_a_regression_is_found_after_a_few_bad_nights():
     assert detect(series[:-1]) == []
 
 
+def test_a_step_is_never_blamed_on_the_last_good_night():
+    # e-divisive keeps min_size nights a side, so with two bad nights it splits one night early,
+    # at the last good commit; the step fit must not report that split.
+    series = step_series(62, at=(60,), sizes=(-STEP,), sigma=0.1, seed=7)
+    assert [i for i, _ in split_points(series, DetectorConfig())] == [59]
+    assert detect(series) == []
+
+
 def test_single_bad_nights_are_not_steps():
     series = step_series(100, sigma=0.1, seed=8)
     for i in (20, 55, 90):
