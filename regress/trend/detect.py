@@ -19,10 +19,12 @@ implementation, vectorised with torch (regress's one array library):
    the split is kept only if the jump is at least ``min_change`` of the level and ``min_z``
    standard errors. A drift's shared slope absorbs it, so its jump is noise; the weakest failing
    split is dropped and its neighbours re-measured over the wider windows it leaves (Otava's
-   merge step does the same with its own test).
+   merge step does the same with its own test). The same fit places each split (least residual
+   within ``min_size`` nights of it): e-divisive never leaves fewer than ``min_size`` nights on a
+   side, and would otherwise blame the last good commit while a step has fewer bad nights.
 
 A permutation test cannot be surer than its series allows: with ``m`` nights before a split and
-``k`` after, no p-value falls below ``1 / C(m + k, k)``, so a step needs roughly nine nights in
+``k`` after, no p-value falls much below ``1 / C(m + k, k)``, so a step needs roughly nine nights in
 all (e.g. 5 + 4) before ``alpha = 0.01`` can be met, whatever its size.
 
 Missing nights need nothing special: a series is the sequence of nights that have a value, and a
