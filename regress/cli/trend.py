@@ -110,7 +110,12 @@ def add(
     help="With --bisect: judge each run against the midpoint of the two levels "
     "(one run per commit; for a deterministic engine).",
 )
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Largest permutation p-value of a change point (default 0.01).",
+)
 @click.option(
     "--min-change",
     type=click.FloatRange(0, 1),
