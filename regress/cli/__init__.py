@@ -46,6 +46,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "check",
         "Check the DSA contracts on a TensorRT-LLM source tree, on a CPU.",
     ),
+    "trend": (
+        "regress.cli.trend",
+        "trend",
+        "Nightly acceptance history: change points and the bisect they start.",
+    ),
 }
 
 
@@ -55,6 +60,8 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "demo": ("torch", "torch"),
     "accept": ("torch", "torch"),
     "defects": ("torch", "torch"),
+    "check": ("torch", "torch"),
+    "trend": ("torch", "torch"),
 }
 
 

@@ -29,6 +29,30 @@ def _check_workdir(workdir: Path | None) -> None:
         check_output_path(workdir, option="--workdir")
 
 
+def _trend(*, workdir, keep, commits, seed, json_out) -> None:
+    """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
+    import time
+
+    from regress.demo.trend import run_trend_demo
+    from regress.files import STDOUT
+
+    start = time.monotonic()
+
+    def say(where: str, message) -> None:
+        click.echo(f"[{time.monotonic() - start:4.0f}s] [{where}] {message}", err=True)
+
+    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=say)
+    doc = json.dumps(result.to_json(), indent=2)
+    if json_out == STDOUT:
+        click.echo(doc)
+    else:
+        if json_out is not None:
+            write_output(json_out, doc + "\n", option="--json")
+        click.echo("\n".join(result.summary()))
+        click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
+    raise SystemExit(0 if result.ok else 1)
+
+
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the generated repository and bisect cache.")
 @click.option(
@@ -53,7 +77,14 @@ def _check_workdir(workdir: Path | None) -> None:
 @json_option(
     "Write the result as JSON to FILE (the summary still shows); '-': only JSON on stdout."
 )
-def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None) -> None:
+@click.option(
+    "--trend",
+    is_flag=True,
+    help="Nightly variant: reports per night, `regress trend` finds the step and bisects it.",
+)
+def demo(
+    keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None, trend: bool
+) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
 
     The history (100 commits by default) carries copies of the reference engine's DSA metadata and
@@ -68,6 +99,8 @@ def demo(keep: bool, workdir: Path | None, commits: int, seed: int, json_out: st
 
     _check_workdir(workdir)
     check_output_path(json_out, option="--json")
+    if trend:
+        _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
     result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
     doc = json.dumps(result.to_json(), indent=2)
     if json_out == STDOUT:
