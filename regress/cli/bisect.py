@@ -218,7 +218,7 @@ def run(**opts) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
-    from regress.bisect.state import bisect_log
+    from regress.bisect.sessions import bisect_log
 
     runs = bisect_log(repo, cache_dir)
     if as_json:
@@ -237,7 +237,7 @@ def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
 def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""
-    from regress.bisect.state import bisect_status
+    from regress.bisect.sessions import bisect_status
 
     state = bisect_status(repo, cache_dir)
     if as_json:
@@ -250,7 +250,7 @@ def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
 @_where
 def reset(repo: str, cache_dir: str | None) -> None:
     """Forget this repository's stored results, session, clones and logs."""
-    from regress.bisect.state import bisect_reset
+    from regress.bisect.sessions import bisect_reset
 
     click.echo(bisect_reset(repo, cache_dir))
 

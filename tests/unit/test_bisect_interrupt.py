@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from regress.bisect.git import git
-from regress.bisect.state import bisect_log
+from regress.bisect.sessions import bisect_log
 from regress.bisect.synthetic import regression_history
 
 SLOW_PROBE = """\

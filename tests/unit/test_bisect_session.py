@@ -13,7 +13,7 @@ import pytest
 from regress.bisect.git import git
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, run_bisect
-from regress.bisect.state import bisect_log, bisect_reset, bisect_status
+from regress.bisect.sessions import bisect_log, bisect_reset, bisect_status
 from regress.bisect.store import locked
 from regress.bisect.synthetic import regression_history, write_history
 from regress.errors import RegressError, UsageError

@@ -1,4 +1,4 @@
-"""The stored state of a repository's bisects: ``log``, ``status`` and ``reset``."""
+"""The stored sessions of a repository's bisects, as `log`, `status` and `reset` read them."""
 
 from __future__ import annotations
 
