@@ -33,6 +33,7 @@ class EndpointError(UsageError):
     """An endpoint does not behave as the user said: the range or the probe is wrong (exit 2)."""
 
     probes: int = 0  # executions spent before giving up
+    position: int = 0  # the endpoint that misbehaved (0 old, n new)
 
 
 @dataclass
@@ -338,6 +339,7 @@ def _end(old: bool) -> str:
 def _endpoint_error(old: bool, obs: Observations, p: int) -> EndpointError:
     error = _endpoint_message(old, obs, p)
     error.probes = len(obs.history)
+    error.position = p
     return error
 
 

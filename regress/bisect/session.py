@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,18 +21,19 @@ from regress.bisect.metric import MetricJudge
 from regress.bisect.probes import DEFAULT_SIGNATURE, make_probe
 from regress.bisect.report import BisectResult, Step
 from regress.bisect.runner import Overlay, Runner, RunnerConfig
-from regress.bisect.search import SearchConfig, SearchEvent, search
+from regress.bisect.search import EndpointError, SearchConfig, SearchEvent, search
 from regress.bisect.store import (
     Replay,
     ResultStore,
     config_hash,
+    file_digests,
     locked,
     read_json,
     session_path,
-    write_json_atomic,
 )
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
+from regress.files import write_json_atomic
 
 
 @dataclass
@@ -97,7 +99,11 @@ class _ReplayExhausted(Exception):
 
 
 def run_bisect(
-    config: BisectConfig, progress: ProgressFn | None = None, *, replay_only: bool = False
+    config: BisectConfig,
+    progress: ProgressFn | None = None,
+    *,
+    replay_only: bool = False,
+    key: str | None = None,
 ) -> BisectResult:
     """Find the first bad (or, with ``find_fix``, the first fixed) commit of ``config``'s range.
 
@@ -105,6 +111,8 @@ def run_bisect(
         config: the range, the probe and the options.
         progress: receives a :class:`Progress` per round, note and warning.
         replay_only: answer only from stored results and stop where they end (``status``).
+        key: the stored results to replay (``status`` passes the session's own, so a probe
+            edited since then does not hide them); default: the hash of the configuration.
 
     Raises:
         UsageError: bad input or endpoints that do not behave as stated (exit 2).
@@ -135,9 +143,12 @@ def run_bisect(
         "timeout": config.timeout,
         "recipe": recipe.config() if recipe else None,
         "env": config.env,
+        "files": file_digests(
+            [*runner_config.command, *_words(runner_config.build)], rng.repo.path
+        ),
     }
     search_config(config)  # validate every option before anything is written
-    key = config_hash(key_config)
+    key = key or config_hash(key_config)
     warnings = _warnings(rng, recipe)
     for w in warnings:
         emit(Progress("warning", w))
@@ -188,6 +199,7 @@ class _Evaluator:
         self.prepared = False
         self.steps: dict[str, Step] = {}
         self.executions = 0
+        self.seen: dict[str, list[Outcome]] = {}  # every outcome per commit, for diagnoses
         self.partial: BisectResult
 
     def outcomes(self, positions: Sequence[int]) -> list[Outcome]:
@@ -216,6 +228,7 @@ class _Evaluator:
             if o.value is not None:
                 step.values.append(o.value)
             step.cached += int(stored)
+            self.seen.setdefault(s, []).append(o)
         return [o for o in out if o is not None]
 
     def verdicts(self, positions: Sequence[int]) -> list[Verdict]:
@@ -287,7 +300,10 @@ class _Evaluator:
             self.partial = self._result(e.strategy, "interrupted", None, est.mass, [])
 
         self.partial = self._result("deterministic", "interrupted", None, 0.0, [])
-        res = search(self.rng.n, evaluate, scfg, progress=on_event)
+        try:
+            res = search(self.rng.n, evaluate, scfg, progress=on_event)
+        except EndpointError as exc:
+            raise self._diagnosed(exc) from exc
         for note in res.notes:
             emit(Progress("note", note))
         culprit = self.rng.repo.info(self.rng.commits[res.culprit]) if res.culprit else None
@@ -298,6 +314,22 @@ class _Evaluator:
         out = self._result(res.strategy, res.status, culprit, res.confidence, candidates)
         out.switched, out.notes, out.rates = res.switched, res.notes, res.rates
         return out
+
+    def _diagnosed(self, exc: EndpointError) -> EndpointError:
+        """``exc`` with the cause, log and fix from the endpoint's own runs."""
+        from regress.bisect.diagnosis import explain
+
+        sha = self.rng.commits[getattr(exc, "position", 0)]
+        message = explain(
+            str(exc),
+            sha=sha,
+            outcomes=self.seen.get(sha, []),
+            command=self.config.command,
+            repo=self.rng.repo.path,
+        )
+        error = EndpointError(message)
+        error.probes, error.position = exc.probes, getattr(exc, "position", 0)
+        return error
 
     def _result(self, strategy, status, culprit, confidence, candidates) -> BisectResult:
         for step in self.steps.values():
@@ -389,6 +421,8 @@ def _session_record(config, rng: Range, key: str, status: str, result: dict | No
         "status": status,
         "key": key,
         "repo": str(rng.repo.path),
+        "good": rng.good,  # resolved: status must not follow a branch that moved since
+        "bad": rng.bad,
         "config": asdict(config),
         "result": result,
     }
@@ -400,6 +434,14 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
     root = cache_root(repo, cache_dir)
     path = session_path(root)
     return root, (read_json(path) if path.exists() else None)
+
+
+def _words(build: str | None) -> list[str]:
+    """The words of a --build command line, for :func:`file_digests` (best effort)."""
+    try:
+        return shlex.split(build or "")
+    except ValueError:
+        return []
 
 
 def config_from_session(record: dict) -> BisectConfig:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 
-from regress.errors import UsageError
+from regress.errors import INTERRUPTED, UsageError
+from regress.files import STDOUT, check_output_path, write_atomic
+
+_OUTPUTS = {"json_out": "--json", "junit": "--junit", "markdown": "--markdown"}
 
 RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 
@@ -28,7 +29,8 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 The probe runs in a private clone under the cache directory (never in your checkout)
 with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
   exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
-             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad)
+             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad);
+             126/127 (the shell could not run it) are skips, never stored
   assert     bad iff the output matches --signature (default: DeepGEMM's
              DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
   metric     a number from the command's JSON output (--metric PATH) or a regex
@@ -163,7 +165,11 @@ def _where(f):
 @click.argument("command", nargs=-1, required=True)
 def run(**opts) -> None:
     from regress.bisect.report import to_junit, to_markdown
+    from regress.bisect.runner import parse_launcher
     from regress.bisect.session import BisectConfig, run_bisect
+
+    for option in ("json_out", "junit", "markdown"):  # before the run, not after it
+        check_output_path(opts[option], option=_OUTPUTS[option])
 
     config = BisectConfig(
         good=opts["good"],
@@ -186,7 +192,7 @@ def run(**opts) -> None:
         find_fix=opts["find_fix"],
         first_parent=opts["first_parent"],
         gpus=_gpus(opts["gpus"]),
-        launcher=shlex.split(opts["launcher"]) if opts["launcher"] else [],
+        launcher=parse_launcher(opts["launcher"]),
         build=opts["build"],
         timeout=opts["timeout"],
         overlays=list(opts["overlay"]),
@@ -204,7 +210,7 @@ def run(**opts) -> None:
             result = run_bisect(config, progress=None if opts["quiet"] else _render)
     except KeyboardInterrupt:
         click.echo("regress: interrupted; rerun the same command to resume", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     to_stdout = opts["json_out"] == "-"
     click.echo(result.summary(), err=to_stdout)
     _write(opts["json_out"], result.dumps())
@@ -215,14 +221,17 @@ def run(**opts) -> None:
 
 @bisect.command("log")
 @_where
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
+@click.option(
+    "--json", "json_out", default=None, help="Write the runs as JSON to FILE, or - for stdout."
+)
+def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
     from regress.bisect.sessions import bisect_log
 
+    check_output_path(json_out, option="--json")
     runs = bisect_log(repo, cache_dir)
-    if as_json:
-        click.echo(json.dumps(runs, indent=2))
+    if json_out:
+        _write(json_out, json.dumps(runs, indent=2) + "\n")
         return
     for i, r in enumerate(runs, 1):
         value = f" value={r['value']:.6g}" if r.get("value") is not None else ""
@@ -234,14 +243,17 @@ def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
 
 @bisect.command("status")
 @_where
-@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
-def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
+@click.option(
+    "--json", "json_out", default=None, help="Write the state as JSON to FILE, or - for stdout."
+)
+def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""
     from regress.bisect.sessions import bisect_status
 
+    check_output_path(json_out, option="--json")
     state = bisect_status(repo, cache_dir)
-    if as_json:
-        click.echo(json.dumps(state, indent=2))
+    if json_out:
+        _write(json_out, json.dumps(state, indent=2) + "\n")
         return
     click.echo(state["text"])
 
@@ -291,12 +303,18 @@ def _gpus(text: str | None) -> list[str] | None:
 
 
 def _write(target: str | None, text: str) -> None:
+    """Write ``text`` to ``target`` (``-``: stdout); a write error is the user's to fix (exit 2)."""
     if not target:
         return
-    if target == "-":
+    if target == STDOUT:
         click.echo(text, nl=False)
-    else:
-        Path(target).write_text(text)
+        return
+    try:
+        write_atomic(target, text)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {target}: {exc.strerror or exc}; choose another path"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -94,11 +94,11 @@ def test_log_status_reset(setup):
     )
     log = invoke(tmp, "log")
     assert log.exit_code == 0 and shas[0][:12] in log.output and "exit 0" in log.output
-    as_json = json.loads(invoke(tmp, "log", "--json").output)
+    as_json = json.loads(invoke(tmp, "log", "--json", "-").output)
     assert as_json[0]["commit"] == shas[0]
     status = invoke(tmp, "status")
     assert "found" in status.output and shas[6] in status.output
-    assert json.loads(invoke(tmp, "status", "--json").output)["session"] == "found"
+    assert json.loads(invoke(tmp, "status", "--json", "-").output)["session"] == "found"
     assert "removed" in invoke(tmp, "reset").output
     again = invoke(tmp, "status")
     assert again.exit_code == 2 and "no bisect has run" in again.output

@@ -32,7 +32,9 @@ G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
     [
         (0, False, G),
         (1, False, B),
-        (127, False, B),
+        (126, False, S),  # the shell could not run it: says nothing about the commit
+        (127, False, S),
+        (124, False, B),
         (125, False, S),
         (128, False, S),
         (139, False, S),
@@ -48,7 +50,7 @@ def test_exit_code_contract(code, crash_is_bad, verdict):
 
 def test_exit_code_timeout_and_not_started_are_skips():
     probe = ExitCodeProbe(crash_is_bad=True)
-    assert probe.classify(Finished(-15, timed_out=True)).details == {"timeout": True}
+    assert probe.classify(Finished(-15, timed_out=True)).details["timeout"] is True
     assert probe.classify(Finished(-15, timed_out=True)).verdict is S
     out = probe.classify(Finished(None, error="No such file: ./probe.sh"))
     assert out.verdict is S and "could not start" in out.reason

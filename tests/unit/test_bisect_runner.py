@@ -12,10 +12,11 @@ import pytest
 from regress.bisect.git import Workspace, open_repo
 from regress.bisect.probes import ExitCodeProbe
 from regress.bisect.runner import Overlay, Runner, RunnerConfig
-from regress.bisect.store import Replay, ResultStore, config_hash, write_json_atomic
+from regress.bisect.store import Replay, ResultStore, config_hash
 from regress.bisect.synthetic import regression_history
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import RegressError, UsageError
+from regress.files import write_json_atomic
 
 
 @pytest.fixture(scope="module")
