@@ -82,10 +82,12 @@ class MetricJudge:
         good, bad = self.samples.get(0, []), self.samples.get(self.n, [])
         if len(good) < 2 or len(bad) < 2:
             end = "good" if len(good) < 2 else "bad"
-            raise EndpointError(
+            error = EndpointError(
                 f"the metric probe produced no number at the {end} endpoint often enough: check "
                 "--metric (the JSON path or regex) against the command's output there"
             )
+            error.position = 0 if end == "good" else self.n
+            raise error
         if p_value(good, bad) >= 0.01:
             raise EndpointError(
                 f"the metric does not separate the endpoints (good median "

@@ -300,7 +300,7 @@ class MetricProbe:
             early = _not_run(run)
             return early or Outcome(
                 Verdict.SKIP,
-                f"no metric: {exc}",
+                f"no metric: {exc.args[0] if isinstance(exc, KeyError) else exc}",
                 exit_code=run.exit_code,
                 details={CAUSE: NO_METRIC},
             )

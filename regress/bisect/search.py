@@ -33,7 +33,7 @@ class EndpointError(UsageError):
     """An endpoint does not behave as the user said: the range or the probe is wrong (exit 2)."""
 
     probes: int = 0  # executions spent before giving up
-    position: int = 0  # the endpoint that misbehaved (0 old, n new)
+    position: int | None = None  # the endpoint that misbehaved (0 old, n new), if one did
 
 
 @dataclass

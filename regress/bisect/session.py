@@ -319,7 +319,9 @@ class _Evaluator:
         """``exc`` with the cause, log and fix from the endpoint's own runs."""
         from regress.bisect.diagnosis import explain
 
-        sha = self.rng.commits[getattr(exc, "position", 0)]
+        if exc.position is None:  # about both endpoints (a metric that does not separate them)
+            return exc
+        sha = self.rng.commits[exc.position]
         message = explain(
             str(exc),
             sha=sha,
@@ -328,7 +330,7 @@ class _Evaluator:
             repo=self.rng.repo.path,
         )
         error = EndpointError(message)
-        error.probes, error.position = exc.probes, getattr(exc, "position", 0)
+        error.probes, error.position = exc.probes, exc.position
         return error
 
     def _result(self, strategy, status, culprit, confidence, candidates) -> BisectResult:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from regress.bisect import probes
 from regress.bisect.probes import (
     DEFAULT_SIGNATURE,
     AssertProbe,
@@ -20,6 +22,7 @@ from regress.bisect.probes import (
     junit_counts,
     make_probe,
 )
+from regress.bisect.store import DID_NOT_RUN, replayable
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 
@@ -46,6 +49,41 @@ G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 )
 def test_exit_code_contract(code, crash_is_bad, verdict):
     assert ExitCodeProbe(crash_is_bad=crash_is_bad).classify(Finished(code)).verdict is verdict
+
+
+@pytest.mark.parametrize(
+    ("run", "cause"),
+    [
+        (Finished(None, error="[Errno 2] No such file", errno=errno.ENOENT), probes.NOT_FOUND),
+        (
+            Finished(None, error="[Errno 13] Permission denied", errno=errno.EACCES),
+            "not-executable",
+        ),
+        (
+            Finished(None, error="[Errno 8] Exec format error", errno=errno.ENOEXEC),
+            "not-executable",
+        ),
+        (Finished(None, error="interrupted"), probes.NOT_STARTED),
+        (Finished(127, stderr="sh: 1: probe: not found"), probes.NOT_FOUND),
+        (Finished(126, stderr="sh: 1: ./probe.sh: Permission denied"), probes.NOT_EXECUTABLE),
+    ],
+)
+def test_a_probe_that_did_not_run_is_marked_so_for_every_probe(tmp_path, run, cause):
+    run.scratch = tmp_path
+    kinds = [ExitCodeProbe(), ExitCodeProbe(crash_is_bad=True), AssertProbe(), PytestProbe()]
+    for probe in [*kinds, MetricProbe(path="v")]:
+        out = probe.classify(run)
+        assert out.verdict is S, probe
+        assert out.details[DID_NOT_RUN] and out.details[probes.CAUSE] == cause, probe
+        assert not replayable(out)
+
+
+def test_runs_that_judged_the_commit_are_replayable(tmp_path):
+    assert replayable(ExitCodeProbe().classify(Finished(1)))
+    assert replayable(ExitCodeProbe().classify(Finished(125)))
+    assert replayable(ExitCodeProbe().classify(Finished(-9, timed_out=True)))  # keyed by --timeout
+    # stored before the marker existed
+    assert not replayable(Outcome(S, "could not start: [Errno 2] No such file"))
 
 
 def test_exit_code_timeout_and_not_started_are_skips():
