@@ -133,14 +133,46 @@ def test_inconclusive_exits_3(setup):
         (["--good", "HEAD~3", "--probe", "metric"], "exactly one of --metric"),
         (["--good", "HEAD~3", "--gpus", "0", "--jobs", "2"], "one per job"),
         (["--good", "HEAD~3", "--confidence", "1.5"], "--confidence must be between"),
+        (["--good", "HEAD~3", "--launcher", '"unclosed'], "--launcher '\"unclosed': No closing"),
+        (["--good", "HEAD~3", "--json", "{tmp}"], "--json {tmp}: is a folder"),
+        (["--good", "HEAD~3", "--junit", "{tmp}/probe.sh/r.xml"], "is not a folder"),
+        (["--good", "HEAD~3", "--markdown", ""], "--markdown: empty path"),
     ],
 )
 def test_bad_input_exits_2(setup, args, message):
     tmp, _ = setup
+    args = [a.format(tmp=tmp) for a in args]
     result = invoke(tmp, "run", *args, "--", "sh", str(tmp / "probe.sh"))
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert message.format(tmp=tmp) in result.output
+    assert len(result.stderr.strip().splitlines()) == 1  # one line, no traceback
     assert not (tmp / "cache").exists()
+    assert sorted(p.name for p in tmp.iterdir()) == ["probe.sh", "repo"]
+
+
+@pytest.mark.parametrize("command", ["log", "status"])
+def test_log_and_status_check_their_output_path_first(setup, command):
+    tmp, shas = setup
+    invoke(
+        tmp, "run", "--good", shas[0], "--bad", shas[10], "-q", "--", "sh", str(tmp / "probe.sh")
+    )
+    result = invoke(tmp, command, "--json", str(tmp / "probe.sh" / "out.json"))
+    assert result.exit_code == 2 and "is not a folder" in result.stderr
+    written = invoke(tmp, command, "--json", str(tmp / "out" / f"{command}.json"))
+    assert written.exit_code == 0, written.output
+    assert json.loads((tmp / "out" / f"{command}.json").read_text())
+
+
+def test_ctrl_c_exits_130_and_says_how_to_resume(setup, monkeypatch):
+    tmp, shas = setup
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("regress.bisect.session.run_bisect", interrupted)
+    result = invoke(tmp, "run", "--good", shas[0], "-q", "--", "sh", str(tmp / "probe.sh"))
+    assert result.exit_code == 130
+    assert "rerun the same command to resume" in result.stderr
 
 
 def test_missing_command_is_a_click_usage_error(setup):

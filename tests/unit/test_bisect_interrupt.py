@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _processes import alive, wait_for
 
 from regress.bisect.git import git
 from regress.bisect.sessions import bisect_log
@@ -68,21 +69,6 @@ def start(tmp: Path, repo: Path, shas: list[str], sleep: str) -> subprocess.Pope
     )
 
 
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -132,7 +118,7 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
-    wait_for(lambda: not alive(probe_pid), timeout=10)
+    wait_for(lambda: not alive(probe_pid))
     assert snapshot(repo) == before
     assert not any((tmp_path / "cache").rglob("slot-*"))
 
@@ -145,4 +131,4 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
-    wait_for(lambda: not alive(probe_pid), timeout=10)
+    wait_for(lambda: not alive(probe_pid))
