@@ -12,7 +12,7 @@ from pathlib import Path
 from _processes import alive, wait_for
 
 from regress.bisect.git import git
-from regress.bisect.sessions import bisect_log
+from regress.bisect.sessions import bisect_log, bisect_status
 from regress.bisect.synthetic import regression_history
 
 SLOW_PROBE = """\
@@ -94,6 +94,8 @@ def test_kill_9_then_resume_repeats_no_recorded_probe(tmp_path):
     assert git(["worktree", "list"], cwd=repo).stdout.count("\n") == 1
     recorded = bisect_log(str(repo), str(tmp_path / "cache"))
     ran_first = len(lines(tmp_path / "probe.log"))
+    state = bisect_status(str(repo), str(tmp_path / "cache"))
+    assert state["session"] == "killed" and "rerun the same" in state["text"]
     assert ran_first - 1 <= len(recorded) <= ran_first  # at most the in-flight one is lost
 
     resumed = start(tmp_path, repo, shas, "0")
@@ -119,6 +121,8 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
     wait_for(lambda: not alive(probe_pid))
+    state = bisect_status(str(repo), str(tmp_path / "cache"))
+    assert state["session"] == "interrupted" and "rerun the same" in state["text"]
     assert snapshot(repo) == before
     assert not any((tmp_path / "cache").rglob("slot-*"))
 
