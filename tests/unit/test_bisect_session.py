@@ -510,6 +510,7 @@ def test_status_reads_the_stored_session_not_the_cwd_or_moved_refs(repo, tmp_pat
     tree = f"{shas[16]}^{{tree}}"
     moved = git(["commit-tree", tree, "-p", shas[16], "-m", "next"], cwd=path, env=ident)
     git(["update-ref", "refs/heads/main", moved.stdout.strip()], cwd=path)
+    (tmp / "probe.sh").write_text(PROBE + "# edited since: a new configuration for `run`\n")
     other = tmp_path / "other"
     regression_history(other, 3, 2)
     monkeypatch.chdir(other)
