@@ -15,9 +15,12 @@ from regress.bisect.git import git
 from regress.bisect.sessions import bisect_log, bisect_status
 from regress.bisect.synthetic import regression_history
 
+# The pid goes first and by rename: a test reading it right after a kill -9 must never see the
+# file truncated but not yet written (int("") fails; the window widens on a loaded machine), and a logged probe
+# has always published its pid.
 SLOW_PROBE = """\
+echo $$ > "$PROBE_PID.$$" && mv "$PROBE_PID.$$" "$PROBE_PID"
 echo "$REGRESS_COMMIT" >> "$PROBE_LOG"
-echo $$ > "$PROBE_PID"
 sleep "$PROBE_SLEEP"
 grep -q "BUG = True" app.py && exit 1
 exit 0
@@ -99,7 +102,7 @@ def test_kill_9_then_resume_repeats_no_recorded_probe(tmp_path):
     assert ran_first - 1 <= len(recorded) <= ran_first  # at most the in-flight one is lost
 
     resumed = start(tmp_path, repo, shas, "0")
-    out, err = resumed.communicate(timeout=60)
+    out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()
     assert f"first bad commit: {shas[21]}" in out.decode()
     runs = bisect_log(str(repo), str(tmp_path / "cache"))
@@ -117,7 +120,7 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
     wait_for(lambda: not alive(probe_pid))
@@ -133,6 +136,6 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert proc.returncode == 130
     wait_for(lambda: not alive(probe_pid))
