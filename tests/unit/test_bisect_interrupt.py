@@ -16,8 +16,8 @@ from regress.bisect.sessions import bisect_log, bisect_status
 from regress.bisect.synthetic import regression_history
 
 # The pid goes first and by rename: a test reading it right after a kill -9 must never see the
-# file truncated but not yet written (int("") fails; the window widens on a loaded machine), and a logged probe
-# has always published its pid.
+# file truncated but not yet written (int("") fails; the window widens on a loaded machine), and
+# a logged probe has always published its pid.
 SLOW_PROBE = """\
 echo $$ > "$PROBE_PID.$$" && mv "$PROBE_PID.$$" "$PROBE_PID"
 echo "$REGRESS_COMMIT" >> "$PROBE_LOG"
