@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from regress.bisect.session import config_from_session, load_session, run_bisect
-from regress.bisect.store import ResultStore, lock_held, locked
+from regress.bisect.store import ResultStore, lock_held, locked, replayable
 from regress.errors import UsageError
 
 
@@ -23,10 +23,13 @@ def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
 
 
 def bisect_log(repo: str = ".", cache_dir: str | None = None) -> list[dict[str, Any]]:
-    """Every stored run of the latest session's probe configuration, in execution order."""
+    """Every stored run of the latest session's probe configuration, in execution order.
+
+    ``replayable`` is false for runs in which the probe never ran: a rerun probes there again.
+    """
     root, record = _latest(repo, cache_dir)
     store = ResultStore(root, record["key"], {})
-    return [{"commit": sha, **o.to_json()} for sha, o in store.runs]
+    return [{"commit": sha, **o.to_json(), "replayable": replayable(o)} for sha, o in store.runs]
 
 
 def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, Any]:

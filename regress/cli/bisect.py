@@ -235,9 +235,10 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
         return
     for i, r in enumerate(runs, 1):
         value = f" value={r['value']:.6g}" if r.get("value") is not None else ""
+        again = "" if r["replayable"] else " (the probe did not run: a rerun tries again)"
         click.echo(
             f"{i:4d} {r['commit'][:12]} {r['verdict'] or 'measured':8s} "
-            f"{r['seconds']:7.1f}s {r['reason']}{value}"
+            f"{r['seconds']:7.1f}s {r['reason']}{value}{again}"
         )
 
 

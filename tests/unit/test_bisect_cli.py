@@ -254,3 +254,14 @@ def test_renderings_of_a_result():
     assert "untestable commits" in to_markdown(
         sample_result(status="ambiguous", culprit=None, candidates=[result.culprit])
     )
+
+
+def test_an_endpoint_failure_is_one_line_and_the_log_says_what_will_rerun(setup):
+    tmp, shas = setup
+    result = invoke(tmp, "run", "--good", shas[0], "--bad", shas[10], "-q", "--", "./probe.sh")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "not committed" not in line  # ./probe.sh is not in the checkout either
+    assert "could not start" in line and "(output: " in line
+    log = invoke(tmp, "log")
+    assert log.output.count("(the probe did not run: a rerun tries again)") == 4

@@ -426,6 +426,7 @@ def test_a_probe_that_could_not_start_is_believed_once_fixed(repo):
     assert "chmod +x" in message
     log = message.split("(output: ")[1].split(",")[0]
     assert Path(log).is_file() and log.startswith(str(tmp / "cache"))
+    assert not any(r["replayable"] for r in bisect_log(str(path), str(tmp / "cache")))
     probe.chmod(0o755)  # fixed in place: same content, so the same stored configuration
     result = run_bisect(cfg)
     assert result.culprit.sha == shas[11] and result.cached == 0
