@@ -59,11 +59,11 @@ def explain(
         One line: the message, the files the commit lacks, then the last run's cause, fix and log.
     """
     parts = [message.rstrip(".")]
-    for word in uncommitted(command, sha, repo):
+    for word, state in uncommitted(command, sha, repo):
         absolute = (repo / word).resolve()
         parts.append(
-            f"the probe file {word} is not committed at {sha[:12]} (probes run in a private "
-            f"clone of each commit): pass an absolute path ({absolute}) or --overlay {word}"
+            f"the probe file {word} {state} at {sha[:12]} (probes run in a private clone of "
+            f"each commit): pass an absolute path ({absolute}) or --overlay {word}"
         )
     if outcomes:
         last = outcomes[-1]
@@ -77,8 +77,13 @@ def explain(
     return "; ".join(parts)
 
 
-def uncommitted(command: Sequence[str], sha: str, repo: Path) -> list[str]:
-    """Words of ``command`` that are relative files of the checkout but absent from ``sha``."""
+def uncommitted(command: Sequence[str], sha: str, repo: Path) -> list[tuple[str, str]]:
+    """Words of ``command`` naming checkout files that ``sha`` lacks or holds in another version.
+
+    Returns:
+        ``(word, state)`` pairs, ``state`` saying which: ``"is not committed"`` or ``"in your
+        checkout differs from the one committed"``.
+    """
     out = []
     for word in command:
         if word.startswith("-") or Path(word).is_absolute() or not (repo / word).is_file():
@@ -86,9 +91,13 @@ def uncommitted(command: Sequence[str], sha: str, repo: Path) -> list[str]:
         rel = os.path.normpath(word)
         if rel.startswith(".."):
             continue
-        present = git(["cat-file", "-e", f"{sha}:{rel}"], cwd=repo, check=False)
-        if present.returncode != 0:
-            out.append(word)
+        committed = git(["rev-parse", "--verify", "--quiet", f"{sha}:{rel}"], cwd=repo, check=False)
+        if committed.returncode != 0:
+            out.append((word, "is not committed"))
+            continue
+        mine = git(["hash-object", "--", rel], cwd=repo, check=False)
+        if mine.returncode == 0 and mine.stdout.strip() != committed.stdout.strip():
+            out.append((word, "in your checkout differs from the one committed"))
     return out
 
 

@@ -41,8 +41,10 @@ with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
 \b
 The search is deterministic (git bisect, plus one confirmation run) until the
 verdicts contradict each other, then flake aware; --flaky starts there. Results
-are stored per commit and probe configuration: rerunning the same command
-resumes without repeating a probe. Exit codes: 0 culprit found, 3 inconclusive,
+are stored per commit and probe configuration (the content of the files the
+command names included): rerunning the same command resumes without repeating
+a probe, and a probe you edited starts afresh. Runs in which the probe could not
+run at all are never replayed. Exit codes: 0 culprit found, 3 inconclusive,
 2 bad input, 1 error, 130 interrupted (rerun to resume).
 """
 

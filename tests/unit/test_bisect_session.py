@@ -467,6 +467,17 @@ def test_an_untracked_probe_is_named_with_the_fix(repo, command):
     assert run_bisect(fixed).culprit.sha == shas[11]
 
 
+def test_a_probe_edited_but_not_committed_is_named(tmp_path):
+    shas = write_history(
+        tmp_path / "r", [{"app.py": f"BUG = {i >= 3}\n", "p.sh": "exit 1\n"} for i in range(6)]
+    )
+    (tmp_path / "r" / "p.sh").write_text(PROBE)  # the fix, in the checkout only
+    cfg = config(tmp_path / "r", shas, tmp_path, good=0, bad=5, command=["sh", "p.sh"])
+    message = one_line_error(cfg)
+    assert f"p.sh in your checkout differs from the one committed at {shas[0][:12]}" in message
+    assert "--overlay p.sh" in message
+
+
 METRIC_TEXT = 'import json; print(json.dumps({"runs": [{"al": 3.7}]}))\n'
 
 
