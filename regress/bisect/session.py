@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,8 +25,8 @@ from regress.bisect.store import (
     Replay,
     ResultStore,
     config_hash,
-    file_digests,
     locked,
+    probe_files,
     read_json,
     session_path,
 )
@@ -143,9 +142,7 @@ def run_bisect(
         "timeout": config.timeout,
         "recipe": recipe.config() if recipe else None,
         "env": config.env,
-        "files": file_digests(
-            [*runner_config.command, *_words(runner_config.build)], rng.repo.path
-        ),
+        "files": probe_files(runner_config.command, runner_config.build, rng.repo.path),
     }
     search_config(config)  # validate every option before anything is written
     key = key or config_hash(key_config)
@@ -436,14 +433,6 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
     root = cache_root(repo, cache_dir)
     path = session_path(root)
     return root, (read_json(path) if path.exists() else None)
-
-
-def _words(build: str | None) -> list[str]:
-    """The words of a --build command line, for :func:`file_digests` (best effort)."""
-    try:
-        return shlex.split(build or "")
-    except ValueError:
-        return []
 
 
 def config_from_session(record: dict) -> BisectConfig:

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,15 @@ def file_digests(argv: Sequence[str], repo_root: Path) -> list[list[str]]:
             continue
         out.append([word, digest])
     return out
+
+
+def probe_files(command: Sequence[str], build: str | None, repo_root: Path) -> list[list[str]]:
+    """:func:`file_digests` of the probe command and of the words of the ``--build`` line."""
+    try:
+        words = shlex.split(build or "")
+    except ValueError:  # not a word list: its text alone is in the key
+        words = []
+    return file_digests([*command, *words], repo_root)
 
 
 def replayable(outcome: Outcome) -> bool:

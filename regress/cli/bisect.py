@@ -30,7 +30,7 @@ The probe runs in a private clone under the cache directory (never in your check
 with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
   exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
              >= 128 or a signal is a crash (skip, or bad with --crash-is-bad);
-             126/127 (the shell could not run it) are skips, never stored
+             126/127 (the shell could not run it) are skips, never replayed
   assert     bad iff the output matches --signature (default: DeepGEMM's
              DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
   metric     a number from the command's JSON output (--metric PATH) or a regex

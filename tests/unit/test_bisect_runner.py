@@ -11,7 +11,14 @@ from _processes import alive, wait_for
 from regress.bisect.git import Workspace, open_repo
 from regress.bisect.probes import ExitCodeProbe, MetricProbe
 from regress.bisect.runner import Overlay, Runner, RunnerConfig, cap_log, parse_launcher
-from regress.bisect.store import DID_NOT_RUN, Replay, ResultStore, config_hash, file_digests
+from regress.bisect.store import (
+    DID_NOT_RUN,
+    Replay,
+    ResultStore,
+    config_hash,
+    file_digests,
+    probe_files,
+)
 from regress.bisect.synthetic import regression_history
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import RegressError, UsageError
@@ -220,3 +227,12 @@ def test_a_launcher_that_does_not_split_is_bad_input(text):
     with pytest.raises(UsageError, match="--launcher"):
         parse_launcher(text)
     assert parse_launcher("srun --gpus=1 'a b'") == ["srun", "--gpus=1", "a b"]
+
+
+def test_files_named_by_the_build_line_are_keyed_too(tmp_path):
+    (tmp_path / "build.sh").write_text("make\n")
+    first = probe_files(["true"], "sh build.sh --fast", tmp_path)
+    assert [w for w, _ in first] == ["build.sh"]
+    (tmp_path / "build.sh").write_text("make -j8\n")
+    assert probe_files(["true"], "sh build.sh --fast", tmp_path) != first
+    assert probe_files(["true"], "sh 'build.sh", tmp_path) == []  # not a word list: text only
