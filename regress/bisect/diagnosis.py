@@ -2,7 +2,7 @@
 
 The search only sees verdicts, so its endpoint error says "0 passed, 0 failed, 3 skipped" whatever
 went wrong. The runs themselves know more (each :class:`~regress.bisect.verdicts.Outcome` carries a
-``cause`` from :mod:`regress.bisect.probes` and the path of its log), and so does the repository:
+``cause`` (:mod:`regress.bisect.causes`) and the path of its log), and so does the repository:
 the most common mistake, ``-- ./probe.sh`` with an untracked script, fails only because probes
 run in a private clone of each commit, where the script is absent.
 """
@@ -13,28 +13,28 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from regress.bisect import probes
+from regress.bisect.causes import CAUSE, Cause
 from regress.bisect.git import git
 from regress.bisect.verdicts import Outcome
 
 #: The likely fix per ``Outcome.details["cause"]``.
 FIXES = {
-    probes.NOT_FOUND: "check the command's spelling and PATH (a relative path is looked up in "
+    Cause.NOT_FOUND: "check the command's spelling and PATH (a relative path is looked up in "
     "the private clone of the commit)",
-    probes.NOT_EXECUTABLE: "make it executable (chmod +x) or name its interpreter (-- sh PROBE)",
-    probes.NOT_STARTED: "check the command can start by hand",
-    probes.TIMEOUT: "raise --timeout, or make the probe faster",
-    probes.BUILD_FAILED: "run the --build command by hand in a checkout of that commit and fix "
+    Cause.NOT_EXECUTABLE: "make it executable (chmod +x) or name its interpreter (-- sh PROBE)",
+    Cause.NOT_STARTED: "check the command can start by hand",
+    Cause.TIMEOUT: "raise --timeout, or make the probe faster",
+    Cause.BUILD_FAILED: "run the --build command by hand in a checkout of that commit and fix "
     "it (or its --overlay files)",
-    probes.ASKED_SKIP: "the probe itself said it cannot test that commit (exit 125)",
-    probes.CRASH: "the probe crashed: read the log, or pass --crash-is-bad if the crash is the "
+    Cause.ASKED_SKIP: "the probe itself said it cannot test that commit (exit 125)",
+    Cause.CRASH: "the probe crashed: read the log, or pass --crash-is-bad if the crash is the "
     "problem you are after",
-    probes.NO_SIGNATURE: "the probe failed but its output does not match --signature: check the "
+    Cause.NO_SIGNATURE: "the probe failed but its output does not match --signature: check the "
     "regex against the log",
-    probes.NO_METRIC: "check --metric / --metric-regex against what the probe prints (its "
+    Cause.NO_METRIC: "check --metric / --metric-regex against what the probe prints (its "
     "standard output is the log)",
-    probes.NO_JUNIT: "the pytest probe needs a pytest command line (it adds --junitxml)",
-    probes.NO_TEST_RESULT: "no test passed or failed there: check the test ids and the log",
+    Cause.NO_JUNIT: "the pytest probe needs a pytest command line (it adds --junitxml)",
+    Cause.NO_TEST_RESULT: "no test passed or failed there: check the test ids and the log",
 }
 
 
@@ -68,7 +68,7 @@ def explain(
     if outcomes:
         last = outcomes[-1]
         cause = f"last run at {sha[:12]}: {last.reason}"
-        fix = FIXES.get(last.details.get(probes.CAUSE, ""))
+        fix = FIXES.get(last.details.get(CAUSE, ""))
         if fix:
             cause += f"; {fix}"
         if last.log:

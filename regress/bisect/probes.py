@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from regress.bisect.store import DID_NOT_RUN
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 
@@ -50,25 +50,6 @@ class Probe(Protocol):
         ...
 
 
-#: ``Outcome.details`` key naming why a run could not judge its commit, one of the values below;
-#: :mod:`regress.bisect.diagnosis` turns it into the likely fix.
-CAUSE = "cause"
-NOT_STARTED = "not-started"
-NOT_FOUND = "not-found"
-NOT_EXECUTABLE = "not-executable"
-TIMEOUT = "timeout"
-BUILD_FAILED = "build-failed"
-ASKED_SKIP = "asked-skip"
-CRASH = "crash"
-NO_SIGNATURE = "no-signature"
-NO_METRIC = "no-metric"
-NO_JUNIT = "no-junit"
-NO_TEST_RESULT = "no-test-result"
-
-#: Exit statuses with which a POSIX shell says it could not run the command at all.
-SHELL_NOT_RUN = {126: "not executable", 127: "command not found"}
-
-
 def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
     """The outcome of a run that says nothing about the commit, or ``None``.
 
@@ -78,8 +59,12 @@ def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
     revision", git ``builtin/bisect.c``, ``bisect_run``) instead of calling the commit bad.
     """
     if run.exit_code is None and not run.timed_out:
-        cause = {errno.EACCES: NOT_EXECUTABLE, errno.ENOEXEC: NOT_EXECUTABLE}.get(
-            run.errno or 0, NOT_FOUND if run.errno == errno.ENOENT else NOT_STARTED
+        cause = {
+            errno.EACCES: Cause.NOT_EXECUTABLE.value,
+            errno.ENOEXEC: Cause.NOT_EXECUTABLE.value,
+        }.get(
+            run.errno or 0,
+            Cause.NOT_FOUND.value if run.errno == errno.ENOENT else Cause.NOT_STARTED.value,
         )
         return Outcome(
             Verdict.SKIP,
@@ -94,7 +79,9 @@ def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
             exit_code=run.exit_code,
             details={
                 DID_NOT_RUN: why,
-                CAUSE: NOT_FOUND if run.exit_code == 127 else NOT_EXECUTABLE,
+                CAUSE: Cause.NOT_FOUND.value
+                if run.exit_code == 127
+                else Cause.NOT_EXECUTABLE.value,
             },
         )
     if run.timed_out:
@@ -102,7 +89,7 @@ def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
             Verdict.SKIP,
             timeout_reason,
             exit_code=run.exit_code,
-            details={"timeout": True, CAUSE: TIMEOUT},
+            details={"timeout": True, CAUSE: Cause.TIMEOUT.value},
         )
     return None
 
@@ -138,13 +125,18 @@ class ExitCodeProbe:
             return Outcome(Verdict.GOOD, "exit 0", exit_code=code)
         if code == 125:
             return Outcome(
-                Verdict.SKIP, "exit 125 (skip)", exit_code=code, details={CAUSE: ASKED_SKIP}
+                Verdict.SKIP,
+                "exit 125 (skip)",
+                exit_code=code,
+                details={CAUSE: Cause.ASKED_SKIP.value},
             )
         if _crash(code):
             what = f"signal {-code}" if code < 0 else f"exit {code}"
             if self.crash_is_bad:
                 return Outcome(Verdict.BAD, f"crash ({what})", exit_code=code)
-            return Outcome(Verdict.SKIP, f"crash ({what})", exit_code=code, details={CAUSE: CRASH})
+            return Outcome(
+                Verdict.SKIP, f"crash ({what})", exit_code=code, details={CAUSE: Cause.CRASH.value}
+            )
         return Outcome(Verdict.BAD, f"exit {code}", exit_code=code)
 
     def config(self) -> dict[str, Any]:
@@ -187,7 +179,7 @@ class AssertProbe:
             Verdict.SKIP,
             f"failed without the signature (exit {run.exit_code})",
             exit_code=run.exit_code,
-            details={CAUSE: NO_SIGNATURE},
+            details={CAUSE: Cause.NO_SIGNATURE.value},
         )
 
     def config(self) -> dict[str, Any]:
@@ -302,7 +294,7 @@ class MetricProbe:
                 Verdict.SKIP,
                 f"no metric: {exc.args[0] if isinstance(exc, KeyError) else exc}",
                 exit_code=run.exit_code,
-                details={CAUSE: NO_METRIC},
+                details={CAUSE: Cause.NO_METRIC.value},
             )
         if self.threshold is None:
             return Outcome(None, f"measured {value:.6g}", exit_code=run.exit_code, value=value)
@@ -351,7 +343,7 @@ class PytestProbe:
                 Verdict.SKIP,
                 f"no JUnit report (exit {run.exit_code})",
                 exit_code=run.exit_code,
-                details={CAUSE: NO_JUNIT},
+                details={CAUSE: Cause.NO_JUNIT.value},
             )
         details: dict[str, Any] = {"junit": counts}
         if counts["failed"]:
@@ -361,7 +353,7 @@ class PytestProbe:
             reason = (
                 f"{counts['error']} errors, {counts['skipped']} skipped, {counts['passed']} passed"
             )
-            details[CAUSE] = NO_TEST_RESULT
+            details[CAUSE] = Cause.NO_TEST_RESULT.value
         else:
             verdict, reason = Verdict.GOOD, f"{counts['passed']} passed"
         return Outcome(verdict, reason, exit_code=run.exit_code, details=details)

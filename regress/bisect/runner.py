@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
 from regress.bisect.git import Workspace
-from regress.bisect.probes import BUILD_FAILED, CAUSE, SHELL_NOT_RUN, Finished, Probe
-from regress.bisect.store import DID_NOT_RUN
+from regress.bisect.probes import Finished, Probe
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 from regress.files import write_atomic
@@ -245,7 +245,7 @@ class Runner:
 
     def _build_failed(self, build: Finished, start: float, log: Path) -> Outcome:
         """A skip; never replayed when the build command itself could not run."""
-        details: dict[str, object] = {"build_failed": True, CAUSE: BUILD_FAILED}
+        details: dict[str, object] = {"build_failed": True, CAUSE: Cause.BUILD_FAILED.value}
         if build.timed_out:
             why = "timeout"
         elif build.exit_code is None:

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.verdicts import Outcome
 from regress.errors import RegressError
 from regress.files import write_json_atomic
@@ -38,9 +39,6 @@ SCHEMA = 1
 #: Files the probe command names are keyed by content up to this size, by size and mtime above
 #: it (a checkpoint passed as an argument should not cost a full read per run).
 HASHED_FILE_BYTES = 64 << 20
-
-#: ``Outcome.details`` key of a run in which the probe did not run at all; its value says why.
-DID_NOT_RUN = "did_not_run"
 
 
 def read_json(path: Path) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from regress.bisect import probes
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, Cause
 from regress.bisect.probes import (
     DEFAULT_SIGNATURE,
     AssertProbe,
@@ -22,7 +22,7 @@ from regress.bisect.probes import (
     junit_counts,
     make_probe,
 )
-from regress.bisect.store import DID_NOT_RUN, replayable
+from regress.bisect.store import replayable
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 
@@ -54,18 +54,18 @@ def test_exit_code_contract(code, crash_is_bad, verdict):
 @pytest.mark.parametrize(
     ("run", "cause"),
     [
-        (Finished(None, error="[Errno 2] No such file", errno=errno.ENOENT), probes.NOT_FOUND),
+        (Finished(None, error="[Errno 2] No such file", errno=errno.ENOENT), Cause.NOT_FOUND),
         (
             Finished(None, error="[Errno 13] Permission denied", errno=errno.EACCES),
-            "not-executable",
+            Cause.NOT_EXECUTABLE,
         ),
         (
             Finished(None, error="[Errno 8] Exec format error", errno=errno.ENOEXEC),
-            "not-executable",
+            Cause.NOT_EXECUTABLE,
         ),
-        (Finished(None, error="interrupted"), probes.NOT_STARTED),
-        (Finished(127, stderr="sh: 1: probe: not found"), probes.NOT_FOUND),
-        (Finished(126, stderr="sh: 1: ./probe.sh: Permission denied"), probes.NOT_EXECUTABLE),
+        (Finished(None, error="interrupted"), Cause.NOT_STARTED),
+        (Finished(127, stderr="sh: 1: probe: not found"), Cause.NOT_FOUND),
+        (Finished(126, stderr="sh: 1: ./probe.sh: Permission denied"), Cause.NOT_EXECUTABLE),
     ],
 )
 def test_a_probe_that_did_not_run_is_marked_so_for_every_probe(tmp_path, run, cause):
@@ -74,7 +74,7 @@ def test_a_probe_that_did_not_run_is_marked_so_for_every_probe(tmp_path, run, ca
     for probe in [*kinds, MetricProbe(path="v")]:
         out = probe.classify(run)
         assert out.verdict is S, probe
-        assert out.details[DID_NOT_RUN] and out.details[probes.CAUSE] == cause, probe
+        assert out.details[DID_NOT_RUN] and out.details[CAUSE] == cause, probe
         assert not replayable(out)
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from _processes import alive, wait_for
 
+from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.git import Workspace, open_repo
 from regress.bisect.probes import ExitCodeProbe, MetricProbe
 from regress.bisect.runner import Overlay, Runner, RunnerConfig, cap_log, parse_launcher
 from regress.bisect.store import (
-    DID_NOT_RUN,
     Replay,
     ResultStore,
     config_hash,
