@@ -170,10 +170,11 @@ def lock_held(root: Path) -> bool:
     The lock is an ``flock``, which the kernel drops with its holder's last file descriptor, so
     this cannot be fooled by a reused pid the way a pid file can.
     """
-    path = root / "lock"
-    if not path.exists():
+    try:
+        fh = open(root / "lock", "rb")  # noqa: SIM115 - closed below; flock needs no write access
+    except OSError:  # no lock file (nothing ever ran) or an unreadable one (not ours to judge)
         return False
-    with open(path, "a+") as fh:
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
