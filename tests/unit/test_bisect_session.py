@@ -506,6 +506,14 @@ def test_an_endpoint_failure_names_its_cause_log_and_fix(repo, change, cause, fi
     assert all(Path(p).is_file() for p in logs)
 
 
+def test_the_diagnosis_is_about_the_endpoint_that_failed(repo):
+    path, shas, tmp = repo
+    message = one_line_error(config(path, shas, tmp, build="grep -q 'BUG = False' app.py"))
+    assert "could not test the bad (new) endpoint" in message
+    assert f"last run at {shas[16][:12]}: build failed (exit 1)" in message
+    assert shas[0][:12] not in message
+
+
 # -- status and log read the stored session ----------------------------------------------------
 
 
