@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regress.bisect import posterior as post_mod
-from regress.bisect.posterior import Flaky, _log_beta, _mean
+from regress.bisect.posterior import _log_beta, _mean
 from regress.bisect.search import Observations, SearchConfig, search
+from regress.bisect.strategies.flaky import Flaky
 from regress.bisect.verdicts import Verdict
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
