@@ -22,6 +22,14 @@ from regress.bisect.stats import betacf as _betacf
 
 _HALF = math.log(0.5)
 
+#: Beta prior of the false-fail rate: mean 1/7, as weak as two runs, so the first few runs at good
+#: commits dominate it. A flaky CI test typically fails well under one run in ten; the prior
+#: leans there without ruling out 30 % (benchmarks/bisect.md: calibrated up to eps = 0.3).
+FAIL_PRIOR = (1.0, 6.0)
+#: Beta prior of the false-pass rate (two-sided model): mean 1/10, since a broken commit that
+#: passes by chance is rarer than a good one that fails by chance.
+PASS_PRIOR = (1.0, 9.0)
+
 
 @lru_cache(maxsize=65536)
 def _log_beta(x: float, y: float) -> float:
@@ -139,14 +147,14 @@ class RateModel:
         false_pass: ``True`` models false passes (two-sided flakiness) as well as false fails,
             ``False`` only false fails, ``None`` averages both models by their evidence, so a few
             passes of bad commits switch the two-sided story on without being told.
-        fail_prior: Beta(a, b) prior of the false-fail rate (truncated to [0, 1/2]); the default
-            has mean 0.2 and lets a few runs dominate it.
-        pass_prior: Beta prior of the false-pass rate (two-sided only).
+        fail_prior: Beta(a, b) prior of the false-fail rate (truncated to [0, 1/2]);
+            :data:`FAIL_PRIOR` by default.
+        pass_prior: Beta prior of the false-pass rate (two-sided only); :data:`PASS_PRIOR`.
     """
 
     false_pass: bool | None = None
-    fail_prior: tuple[float, float] = (1.0, 4.0)
-    pass_prior: tuple[float, float] = (1.0, 4.0)
+    fail_prior: tuple[float, float] = FAIL_PRIOR
+    pass_prior: tuple[float, float] = PASS_PRIOR
     _models: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

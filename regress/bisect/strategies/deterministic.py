@@ -86,9 +86,10 @@ class GraphBisection:
         chosen: list[int] = []
         for i in range(1, k + 1):
             target = total * i / (k + 1)
-            options = [(abs(below - target), m) for below, m in scored if m not in chosen]
+            # ties go to the newest commit, as git bisect's date-ordered walk breaks them
+            options = [(abs(below - target), -m) for below, m in scored if m not in chosen]
             if options:
-                chosen.append(min(options)[1])
+                chosen.append(-min(options)[1])
         return sorted(chosen)
 
     def estimate(self, obs: Observations) -> Estimate:

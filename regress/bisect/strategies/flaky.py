@@ -17,7 +17,7 @@ import math
 
 from regress.bisect.graph import Graph, members
 from regress.bisect.observations import Observations, pick
-from regress.bisect.posterior import Posterior, RateModel, _entropy
+from regress.bisect.posterior import FAIL_PRIOR, PASS_PRIOR, Posterior, RateModel, _entropy
 from regress.bisect.strategies import Estimate
 
 
@@ -36,8 +36,8 @@ class Flaky:
         *,
         confidence: float = 0.99,
         false_pass: bool | None = None,
-        fail_prior: tuple[float, float] = (1.0, 4.0),
-        pass_prior: tuple[float, float] = (1.0, 4.0),
+        fail_prior: tuple[float, float] = FAIL_PRIOR,
+        pass_prior: tuple[float, float] = PASS_PRIOR,
     ) -> None:
         self.confidence = confidence
         self.model = RateModel(false_pass, fail_prior, pass_prior)
