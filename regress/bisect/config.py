@@ -8,7 +8,7 @@ a usage error (exit 2) raised before anything is written or run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from regress.bisect.probes import DEFAULT_SIGNATURE
 from regress.bisect.search import SearchConfig
@@ -88,21 +88,19 @@ class BisectConfig:
             )
         search_config(self)
 
-    def capped(self, commits: int) -> tuple[BisectConfig, str | None]:
-        """This config with ``jobs`` no larger than a range of ``commits`` can use, and why.
+    def capped(self, candidates: int) -> tuple[BisectConfig, str | None]:
+        """This config with ``jobs`` no larger than a range of ``candidates`` can use, and why.
 
-        A round probes at most the commits strictly between the two ends (two, for the
+        A round probes at most the candidates strictly between the two ends (two, for the
         endpoint checks, when there are fewer), so more job slots would only be cloned and
         never used.
         """
-        useful = max(commits - 1, 2)
+        useful = max(candidates - 1, 2)
         if self.jobs <= useful:
             return self, None
-        from dataclasses import replace
-
         note = (
-            f"--jobs {self.jobs} capped to {useful}: the range has {commits} commits, so no "
-            f"round can use more than {useful} job slots"
+            f"--jobs {self.jobs} capped to {useful}: the range has {candidates} candidate "
+            f"commits, so no round can probe more than {useful} at once"
         )
         return replace(self, jobs=useful, gpus=self.gpus[:useful] if self.gpus else None), note
 

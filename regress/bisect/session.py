@@ -52,7 +52,7 @@ def run_bisect(
     emit = progress or (lambda _p: None)
     config.validate()  # the CLI may have changed fields after construction
     rng = resolve_range(config)
-    config, capped = config.capped(len(rng.commits))
+    config, capped = config.capped(rng.n)
     root = cache_root(rng.repo, config.cache_dir)
     probe, judge_direction = _make_probe(config)
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]

@@ -96,5 +96,5 @@ def test_more_jobs_than_the_range_can_use_are_capped_and_said(tmp_path):
         progress=seen.append,
     )
     assert result.culprit.sha == shas[11]
-    assert any("--jobs 1000 capped to 19" in w for w in result.warnings)
+    assert any("--jobs 1000 capped to 18" in w for w in result.warnings)
     assert any(p.kind == "warning" and "capped" in p.message for p in seen)
