@@ -22,10 +22,10 @@ from regress.bisect.stats import betacf as _betacf
 
 _HALF = math.log(0.5)
 
-#: Beta prior of the false-fail rate: mean 1/7, as weak as two runs, so the first few runs at good
-#: commits dominate it. A flaky CI test typically fails well under one run in ten; the prior
+#: Beta prior of the false-fail rate: mean 1/8, worth a handful of runs, so the runs at good
+#: commits soon dominate it. A flaky CI test typically fails well under one run in ten; the prior
 #: leans there without ruling out 30 % (benchmarks/bisect.md: calibrated up to eps = 0.3).
-FAIL_PRIOR = (1.0, 6.0)
+FAIL_PRIOR = (1.0, 7.0)
 #: Beta prior of the false-pass rate (two-sided model): mean 1/10, since a broken commit that
 #: passes by chance is rarer than a good one that fails by chance.
 PASS_PRIOR = (1.0, 9.0)
