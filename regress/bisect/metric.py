@@ -152,14 +152,21 @@ class MetricJudge:
                 f"{len(good)}+{len(bad)} runs): pick endpoints further apart, a less noisy metric, "
                 "more endpoint runs (--metric-runs), or a fixed --threshold"
             )
-        a, b = self.levels()
-        if self.direction is not None and (b - a) * self.direction > 0:
+        if not self.bad_is_worse(*self.levels()):
             raise EndpointError(
                 "the bad endpoint's metric is better than the good one's under the given "
                 "direction: did you mean --find-fix, or the other of --higher-is-better / "
                 "--lower-is-better?"
             )
         self._ready = True
+
+    def bad_is_worse(self, good: float, bad: float) -> bool:
+        """The direction rule: with a direction given, the bad level must be on its worse side.
+
+        Per commit the rule needs no check of its own: a commit beyond the good level on the
+        better side is always nearer the good level, so the likelihood ratio calls it good.
+        """
+        return self.direction is None or (bad - good) * self.direction < 0
 
     def p_good(self, p: int) -> float:
         """Posterior probability that commit ``p`` is at the good level (even prior odds)."""

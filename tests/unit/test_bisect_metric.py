@@ -112,6 +112,15 @@ def test_direction_rule_refuses_a_bad_endpoint_on_the_better_side(direction):
             judge([5])
 
 
+@pytest.mark.parametrize("broken", [lambda self, good, bad: True, lambda self, good, bad: False])
+def test_without_the_direction_rule_the_guard_above_fails(monkeypatch, broken):
+    """Removing the rule (always True) or inverting the outcome (always False) breaks one case."""
+    monkeypatch.setattr(MetricJudge, "bad_is_worse", broken)
+    with pytest.raises((AssertionError, pytest.fail.Exception, EndpointError)):
+        for direction in (+1, -1):
+            test_direction_rule_refuses_a_bad_endpoint_on_the_better_side(direction)
+
+
 def test_unmeasurable_commit_becomes_skip():
     def measure(positions):
         return [None if p == 4 else (3.0 if p >= 6 else 4.0) for p in positions]
