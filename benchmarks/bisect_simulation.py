@@ -44,9 +44,26 @@ sys.exit(1 if rng.random() < float(os.environ["FLAKE_EPS"]) else 0)
 TOOLS = {
     "git bisect run": None,
     "regress (auto)": SearchConfig(mode="auto"),
+    # the flaky policy before issue 13: 3 runs per endpoint, culprit and parent verified twice
+    "regress --flaky (before: 3 endpoint, 2 verify runs)": SearchConfig(
+        mode="flaky", endpoint_runs=3, verify_runs=2
+    ),
     "regress --flaky": SearchConfig(mode="flaky"),
     "regress --flaky --false-pass": SearchConfig(mode="flaky", false_pass=True),
 }
+
+
+def capacity(eps: float, delta: float) -> float:
+    """Bits one probe run can carry: the Z channel (false fails only) or the symmetric one."""
+
+    def h(p: float) -> float:
+        return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
+
+    if delta == 0:
+        return 1.0 if eps == 0 else math.log2(1 + (1 - eps) * eps ** (eps / (1 - eps)))
+    if eps == delta:
+        return 1 - h(eps)
+    raise ValueError("capacity only for one-sided or symmetric noise")
 
 
 @dataclass
@@ -238,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "--two-sided", type=float, default=0.1, help="eps = delta for the extra case"
     )
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-before", action="store_true", help="skip the pre-issue-13 policy")
     parser.add_argument("--json", default=None, help="also write the cells as JSON here")
     parser.add_argument("--real", action="store_true", help="the side-by-side on real repositories")
     parser.add_argument("--parallel", default=None, help="rounds per --jobs value, e.g. 1,2,4,8")
@@ -283,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         for tool in TOOLS:
             if tool.endswith("--false-pass") and delta == 0:
                 continue
+            if "before" in tool and args.no_before:
+                continue
             jobs.append((n, eps, delta, tool, args.trials))
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -292,14 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| N | false-fail | false-pass | tool | accuracy | mean probes | p95 | max | "
-        "max search probes | ceil(log2 N)+1 | 3 log2 N |"
+        "max search probes | ceil(log2 N)+1 | 3 log2 N | info limit |"
     )
-    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in cells:
         print(
             f"| {c.n} | {c.eps:g} | {c.delta:g} | {c.tool} | {100 * c.accuracy:.1f}% | "
             f"{c.mean:.1f} | {c.p95} | {c.worst} | {c.search_max} | "
-            f"{math.ceil(math.log2(c.n)) + 1} | {3 * math.log2(c.n):.0f} |"
+            f"{math.ceil(math.log2(c.n)) + 1} | {3 * math.log2(c.n):.0f} | "
+            f"{math.log2(c.n) / capacity(c.eps, c.delta):.1f} |"
         )
     if args.json:
         with open(args.json, "w") as fh:

@@ -6,8 +6,10 @@ The library entry point is :func:`run_bisect`; the pure search (no git, no proce
 
 from __future__ import annotations
 
+from regress.bisect.config import BisectConfig
+from regress.bisect.evaluator import BisectProgress
 from regress.bisect.report import BisectResult
-from regress.bisect.session import BisectConfig, Progress, run_bisect
-from regress.bisect.verdicts import Verdict
+from regress.bisect.session import run_bisect
+from regress.bisect.verdicts import Status, Verdict
 
-__all__ = ["BisectConfig", "BisectResult", "Progress", "Verdict", "run_bisect"]
+__all__ = ["BisectConfig", "BisectProgress", "BisectResult", "Status", "Verdict", "run_bisect"]

@@ -105,9 +105,14 @@ class Repo:
             args.append("--first-parent")
         return self.out(*args, f"{old}..{new}").split()
 
-    def merges(self, old: str, new: str) -> list[str]:
-        """Merge commits on the ancestry path (the search needs a linear history)."""
-        return self.out("rev-list", "--ancestry-path", "--min-parents=2", f"{old}..{new}").split()
+    def graph(self, old: str, new: str) -> list[tuple[str, list[str]]]:
+        """git bisect's candidates, reachable from ``new`` and not from ``old``, with their parents.
+
+        Parents first (``--topo-order --reverse``), so each commit comes after all of its parents
+        that are candidates too.
+        """
+        lines = self.out("rev-list", "--topo-order", "--reverse", "--parents", new, f"^{old}")
+        return [(row[0], row[1:]) for row in (line.split() for line in lines.splitlines())]
 
     def info(self, sha: str) -> CommitInfo:
         fields = self.out("show", "-s", "--format=%H%x1f%s%x1f%an <%ae>%x1f%aI", sha).split("\x1f")
@@ -115,14 +120,6 @@ class Repo:
         return CommitInfo(
             sha=fields[0], subject=fields[1], author=fields[2], date=fields[3], diffstat=stat
         )
-
-    def changed_paths(self, old: str, new: str, pathspec: Sequence[str] = ()) -> list[str]:
-        return self.out("diff", "--name-only", old, new, "--", *pathspec).splitlines()
-
-    def existing_paths(self, sha: str, paths: Sequence[str]) -> set[str]:
-        """Which of ``paths`` exist in commit ``sha`` (files or directories)."""
-        listed = self.out("ls-tree", "--name-only", "-r", "-t", sha, "--", *paths).splitlines()
-        return set(listed) & set(paths)
 
 
 def open_repo(path: Path | str) -> Repo:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.bisect import git as gitlib
+from regress.bisect.graph import Graph
 from regress.errors import UsageError
 
 
@@ -26,16 +27,49 @@ def cache_root(repo: gitlib.Repo, cache_dir: str | None) -> Path:
 
 @dataclass
 class Range:
-    """The validated range: positions 0..n map to ``commits`` (0 = old endpoint)."""
+    """The validated range: positions 0..n map to ``commits`` (0 = old endpoint).
+
+    ``graph`` is the commit graph over those positions on a merge history, ``None`` when the
+    positions are a chain (a linear range, or ``--first-parent``).
+    """
 
     repo: gitlib.Repo
     good: str
     bad: str
     commits: list[str]  # old endpoint first, new endpoint last
+    graph: Graph | None = None
 
     @property
     def n(self) -> int:
         return len(self.commits) - 1
+
+    def path(self) -> str:
+        """Which path the bisect takes, for the report."""
+        if self.graph is None:
+            return f"linear history of {self.n} commits"
+        merges = len(self.graph.merges)
+        return (
+            f"commit graph of {self.n} commits with {merges} merge(s), as git bisect walks it "
+            "(the answer is a merge only if the merge itself is the culprit)"
+        )
+
+
+def graph_range(repo: gitlib.Repo, old: str, new: str) -> tuple[list[str], Graph | None]:
+    """Candidates after ``old`` up to ``new`` in parents-first order, and their graph.
+
+    Parents outside the range (``old`` itself, or older commits a merged branch started from)
+    become node 0: git bisect likewise treats everything reachable from the good commit as good.
+    """
+    rows = repo.graph(old, new)
+    shas = [sha for sha, _ in rows]
+    if shas and shas[-1] != new:  # new has no children among the candidates: it may go last
+        shas.remove(new)
+        shas.append(new)
+        rows = sorted(rows, key=lambda r: r[0] == new)
+    index = {old: 0, **{sha: i + 1 for i, sha in enumerate(shas)}}
+    parents = [[], *([index.get(p, 0) for p in ps] for _, ps in rows)]
+    graph = Graph(parents)
+    return [old, *shas], (None if graph.linear else graph)
 
 
 def resolve_range(config) -> Range:
@@ -68,18 +102,13 @@ def resolve_range(config) -> Range:
             f"{config.good} and {config.bad} are on unrelated lines of history: choose an older "
             "revision that is an ancestor of the newer one (git merge-base shows the common one)"
         )
-    commits = repo.rev_list(old, new, first_parent=config.first_parent)
+    if not config.first_parent:
+        commits, graph = graph_range(repo, old, new)
+        return Range(repo=repo, good=good, bad=bad, commits=commits, graph=graph)
+    commits = repo.rev_list(old, new, first_parent=True)
     if not commits:
         raise UsageError(
             f"the range {old[:12]}..{new[:12]} is empty with --first-parent: the older revision "
             "is not on the first-parent chain of the newer one; drop --first-parent"
         )
-    if not config.first_parent:
-        merges = repo.merges(old, new)
-        if merges:
-            raise UsageError(
-                f"the range contains {len(merges)} merge commit(s) (e.g. {merges[0][:12]}); "
-                "regress bisects a linear history: add --first-parent to bisect the mainline (the "
-                "answer may then be a merge), or narrow the range to a linear stretch"
-            )
     return Range(repo=repo, good=good, bad=bad, commits=[old, *commits])

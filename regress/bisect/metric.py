@@ -1,24 +1,37 @@
-"""Metric bisects: turn repeated measurements into good/bad verdicts the search can use.
+"""Metric bisects: turn measurements into good/bad verdicts, spending runs only where noise needs them.
 
-The judge is an evaluator for :func:`regress.bisect.search.search`. It first measures both endpoints
-repeatedly to learn what "good" and "bad" look like (and refuses to bisect a metric that does not
-separate them), then gives each commit as many runs as it takes to call it the same as one endpoint
-and different from the other (:func:`regress.bisect.stats.compare`): more runs only while unknown.
-Like Pinpoint, each commit is compared against references rather than against a fixed number, so
-noise, drift of the absolute level, and the size of the change all inform the decision.
+The judge is an evaluator for :func:`regress.bisect.search.search`. Model: every run of a commit
+measures its level (the good endpoint's or the bad endpoint's) plus normal run-to-run noise of one
+spread shared by all commits. The spread is learned from repeated runs (:func:`pooled_noise`: the
+endpoints first, then every commit that needed more than one run) and the uncertainty of that
+estimate is kept: commits are judged with Student-t likelihoods, so two runs of a noisy metric
+cannot fake certainty.
+
+Each commit gets one run first; a sequential likelihood-ratio test then calls it good or bad as
+soon as either is ``confidence`` sure, so a deterministic metric costs one run per commit (plus
+three at the endpoints), and a noisy one gets more runs only while its mean sits between the two
+levels. ``max_runs`` caps that; a commit still undecided there is called by closeness (and marked
+``forced``). Pinpoint (``dashboard/pinpoint/models/compare/compare.py``) likewise adds repeats
+only while a comparison is inconclusive; it compares against fixed repeat counts, we against the
+learned noise.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from regress.bisect.search import EndpointError
-from regress.bisect.stats import compare, effect_size, p_value
-from regress.bisect.verdicts import Comparison, Verdict
+from regress.bisect.stats import pooled_noise, t_logpdf, t_sf
+from regress.bisect.verdicts import Verdict
 
 Measure = Callable[[Sequence[int]], Sequence[float | None]]
+
+#: The smallest noise spread we assume, relative to the endpoint difference: a metric that repeats
+#: to the last bit (the reference engine) would otherwise have a spread of exactly zero.
+RESOLUTION = 1e-9
 
 
 @dataclass
@@ -26,36 +39,47 @@ class Judgement:
     """Why a commit got its verdict: kept for the report's steps."""
 
     verdict: Verdict
-    vs_good: Comparison
-    vs_bad: Comparison
-    forced: bool = False  # decided by closeness after max_runs, not by the tests
+    p_good: float  # posterior probability the commit is at the good level
+    runs: int
+    forced: bool = False  # decided by closeness after max_runs, not by the test
 
 
 @dataclass
 class MetricJudge:
-    """Evaluator that measures a metric until each commit is like the good or the bad endpoint.
+    """Evaluator that measures a metric until each commit is surely like one endpoint.
 
     Args:
         n: the new endpoint's position (0 is the old one).
         measure: runs the metric probe once per given position (possibly in parallel); ``None``
             for a run that could not measure.
-        endpoint_runs: measurements of each endpoint before anything else.
-        min_runs: first measurements of a commit.
-        max_runs: a commit still unknown after this many is decided by closeness (and marked).
-        direction: +1 higher is better, -1 lower is better, ``None`` learns it from the endpoints;
-            with a direction, a move to the better side is never called bad.
+        endpoint_runs: most runs of each endpoint (they start with two at the good one and one
+            at the bad one, and add runs only until the two levels separate).
+        min_runs: first runs of each commit.
+        max_runs: most runs of a commit; one still undecided is called by closeness.
+        direction: +1 higher is better, -1 lower is better, ``None`` learns it from the endpoints.
+            Given, the bad endpoint must be worse than the good one in that direction.
+        confidence: how sure the whole bisect must be; each of its about log2 n decisions gets
+            an equal share of the allowed error.
     """
 
     n: int
     measure: Measure
-    endpoint_runs: int = 5
-    min_runs: int = 3
+    endpoint_runs: int = 10
+    min_runs: int = 1
     max_runs: int = 10
     direction: int | None = None
+    confidence: float = 0.99
     samples: dict[int, list[float]] = field(default_factory=dict)
     judgements: dict[int, Judgement] = field(default_factory=dict)
     executions: int = 0
     attempts: dict[int, int] = field(default_factory=dict)  # runs per position, failed ones too
+
+    def __post_init__(self) -> None:
+        if self.endpoint_runs < 2 or not 1 <= self.min_runs <= self.max_runs:
+            raise ValueError("need endpoint_runs >= 2 and 1 <= min_runs <= max_runs")
+        decisions = max(math.ceil(math.log2(max(self.n, 2))), 1)
+        self.decide_at = 1 - (1 - self.confidence) / decisions
+        self._ready = False
 
     def _measure(self, positions: list[int]) -> None:
         if not positions:
@@ -65,63 +89,116 @@ class MetricJudge:
         for p, v in zip(positions, values, strict=True):
             self.attempts[p] = self.attempts.get(p, 0) + 1
             bucket = self.samples.setdefault(p, [])
-            if v is not None:
+            if v is not None and math.isfinite(v):
                 bucket.append(float(v))
 
-    def _ensure_endpoints(self) -> None:
-        want = self.endpoint_runs
-        for _ in range(3):
-            todo = [
-                p for p in (0, self.n) for _ in range(max(want - len(self.samples.get(p, [])), 0))
-            ]
-            self._measure(todo)
-            good, bad = self.samples.get(0, []), self.samples.get(self.n, [])
-            if len(good) >= 2 and len(bad) >= 2 and p_value(good, bad) < 0.01:
-                break
-            want *= 2
+    # -- the noise model -----------------------------------------------------------------------
+    def level_runs(self) -> tuple[list[float], list[float]]:
+        """Every run at the good level and at the bad one: the endpoints' and decided commits'.
+
+        A commit decided (not forced) at the configured confidence is at that level, so its runs
+        sharpen the level as much as endpoint runs would, at no extra cost.
+        """
+        good, bad = list(self.samples.get(0, [])), list(self.samples.get(self.n, []))
+        for p, j in self.judgements.items():
+            if not j.forced and j.verdict is not Verdict.SKIP:
+                (good if j.verdict is Verdict.GOOD else bad).extend(self.samples[p])
+        return good, bad
+
+    def levels(self) -> tuple[float, float]:
+        """Mean of the runs at the good and at the bad level."""
+        good, bad = self.level_runs()
+        return statistics.fmean(good), statistics.fmean(bad)
+
+    def noise(self) -> tuple[float, int]:
+        """The run-to-run spread (standard deviation) and its degrees of freedom."""
+        ss, dof = pooled_noise(list(self.samples.values()))
+        good, bad = self.levels()
+        floor = RESOLUTION * max(abs(good - bad), abs(good), abs(bad), 1e-300)
+        return max(math.sqrt(ss / dof) if dof else 0.0, floor), dof
+
+    def separated(self) -> bool:
+        """The endpoints' levels differ at the confidence (a pooled two-sample t-test)."""
         good, bad = self.samples.get(0, []), self.samples.get(self.n, [])
-        if len(good) < 2 or len(bad) < 2:
-            end = "good" if len(good) < 2 else "bad"
-            raise EndpointError(
-                f"the metric probe produced no number at the {end} endpoint often enough: check "
+        if not good or not bad:
+            return False
+        spread, dof = self.noise()
+        if dof == 0:
+            return False
+        a, b = self.levels()
+        t = abs(a - b) / (spread * math.sqrt(1 / len(good) + 1 / len(bad)))
+        return 2 * t_sf(t, dof) < 1 - self.confidence
+
+    def _ensure_endpoints(self) -> None:
+        if self._ready:
+            return
+        self._measure([0, self.n, 0])
+        while not self.separated():
+            short = [p for p in (0, self.n) if self.attempts.get(p, 0) < self.endpoint_runs]
+            if not short:
+                break
+            self._measure(short)
+        good, bad = self.samples.get(0, []), self.samples.get(self.n, [])
+        if not good or not bad:
+            end = "good" if not good else "bad"
+            error = EndpointError(
+                f"the metric probe produced no number at the {end} endpoint: check "
                 "--metric (the JSON path or regex) against the command's output there"
             )
-        if p_value(good, bad) >= 0.01:
+            error.position = 0 if end == "good" else self.n
+            raise error
+        if not self.separated():
             raise EndpointError(
                 f"the metric does not separate the endpoints (good median "
                 f"{statistics.median(good):.6g}, bad median {statistics.median(bad):.6g}, "
                 f"{len(good)}+{len(bad)} runs): pick endpoints further apart, a less noisy metric, "
-                "or a fixed --threshold"
+                "more endpoint runs (--metric-runs), or a fixed --threshold"
             )
-        worse = statistics.median(bad) - statistics.median(good)
-        if self.direction is not None and worse * self.direction > 0:
+        if not self.bad_is_worse(*self.levels()):
             raise EndpointError(
                 "the bad endpoint's metric is better than the good one's under the given "
                 "direction: did you mean --find-fix, or the other of --higher-is-better / "
                 "--lower-is-better?"
             )
+        self._ready = True
 
-    @property
-    def magnitude(self) -> float:
-        return effect_size(self.samples[0], self.samples[self.n])
+    def bad_is_worse(self, good: float, bad: float) -> bool:
+        """The direction rule: with a direction given, the bad level must be on its worse side.
 
+        Per commit the rule needs no check of its own: a commit beyond the good level on the
+        better side is always nearer the good level, so the likelihood ratio calls it good.
+        """
+        return self.direction is None or (bad - good) * self.direction < 0
+
+    def p_good(self, p: int) -> float:
+        """Posterior probability that commit ``p`` is at the good level (even prior odds)."""
+        x = self.samples[p]
+        spread, dof = self.noise()
+        good_runs, bad_runs = self.level_runs()
+        good, bad = statistics.fmean(good_runs), statistics.fmean(bad_runs)
+        mean = statistics.fmean(x)
+        ng, nb = len(good_runs), len(bad_runs)
+        log_good = t_logpdf(mean - good, dof, spread * math.sqrt(1 / len(x) + 1 / ng))
+        log_bad = t_logpdf(mean - bad, dof, spread * math.sqrt(1 / len(x) + 1 / nb))
+        diff = log_bad - log_good
+        return 1.0 / (1.0 + math.exp(min(diff, 700.0)))
+
+    # -- the evaluator -------------------------------------------------------------------------
     def __call__(self, positions: Sequence[int]) -> list[Verdict]:
-        """The evaluator: one verdict per position (each re-ask adds runs and re-judges)."""
+        """One verdict per position; asking again adds runs (up to ``max_runs`` more)."""
         self._ensure_endpoints()
         inner = sorted({p for p in positions if 0 < p < self.n})
-        # first (or re-)measurement of every asked commit, in one parallel batch
+        asked = {p: self.attempts.get(p, 0) for p in inner}
         self._measure([p for p in inner for _ in range(self.min_runs)])
-        asked = {p: self.attempts[p] for p in inner}
         open_ = list(inner)
         while open_:
             for p in list(open_):
-                # a re-ask may add up to max_runs on top of what the position had before
-                final = self.attempts[p] - asked[p] + self.min_runs >= self.max_runs
+                final = self.attempts[p] - asked[p] >= self.max_runs
                 judgement = self._judge(p, final=final)
                 if judgement is not None:
                     self.judgements[p] = judgement
                     open_.remove(p)
-            self._measure(open_)
+            self._measure([*open_, *self._level_runs_needed(open_)])
         out = []
         for p in positions:
             if p == 0:
@@ -132,40 +209,29 @@ class MetricJudge:
                 out.append(self.judgements[p].verdict)
         return out
 
+    def _level_runs_needed(self, open_: list[int]) -> list[int]:
+        """An endpoint run when a level is known less well than an undecided commit's mean.
+
+        Then the level, not the commit, is what keeps the test from deciding, and one more run of
+        the less known endpoint helps every later decision too.
+        """
+        if not open_:
+            return []
+        good, bad = self.level_runs()
+        most = max(len(self.samples.get(p, [])) for p in open_)
+        end, known = (0, len(good)) if len(good) <= len(bad) else (self.n, len(bad))
+        cap = self.endpoint_runs + self.max_runs
+        return [end] if known <= most and self.attempts.get(end, 0) < cap else []
+
     def _judge(self, p: int, *, final: bool) -> Judgement | None:
         x = self.samples.get(p, [])
-        if len(x) < 2:
-            return (
-                Judgement(Verdict.SKIP, Comparison.UNKNOWN, Comparison.UNKNOWN) if final else None
-            )
-        good, bad = self.samples[0], self.samples[self.n]
-        g = compare(x, good, magnitude=self.magnitude)
-        b = compare(x, bad, magnitude=self.magnitude)
-        closer_bad = self._closer_to_bad(x)
-        if g is Comparison.DIFFERENT and b is not Comparison.DIFFERENT:
-            verdict = Verdict.BAD
-        elif b is Comparison.DIFFERENT and g is not Comparison.DIFFERENT:
-            verdict = Verdict.GOOD
-        elif g is Comparison.DIFFERENT and b is Comparison.DIFFERENT:
-            verdict = (
-                Verdict.BAD if closer_bad else Verdict.GOOD
-            )  # in between: more runs won't help
-        elif g is Comparison.SAME and b is not Comparison.SAME:
-            verdict = Verdict.GOOD
-        elif b is Comparison.SAME and g is not Comparison.SAME:
-            verdict = Verdict.BAD
-        elif final:
-            return Judgement(Verdict.BAD if closer_bad else Verdict.GOOD, g, b, forced=True)
-        else:
-            return None
-        if verdict is Verdict.BAD and self.direction is not None:
-            moved = statistics.median(x) - statistics.median(good)
-            if moved * self.direction > 0:  # different, but better: not the regression
-                verdict = Verdict.GOOD
-        return Judgement(verdict, g, b)
-
-    def _closer_to_bad(self, x: list[float]) -> bool:
-        mx = statistics.median(x)
-        return abs(mx - statistics.median(self.samples[self.n])) < abs(
-            mx - statistics.median(self.samples[0])
-        )
+        if not x:
+            return Judgement(Verdict.SKIP, 0.5, 0) if final else None
+        pg = self.p_good(p)
+        if pg >= self.decide_at:
+            return Judgement(Verdict.GOOD, pg, len(x))
+        if pg <= 1 - self.decide_at:
+            return Judgement(Verdict.BAD, pg, len(x))
+        if final:
+            return Judgement(Verdict.GOOD if pg >= 0.5 else Verdict.BAD, pg, len(x), forced=True)
+        return None

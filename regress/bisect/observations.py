@@ -6,16 +6,24 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 
+from regress.bisect.graph import Graph
 from regress.bisect.verdicts import Verdict
 
 
 class Observations:
-    """Every verdict seen so far, per position, in the order they arrived."""
+    """Every verdict seen so far, per position, in the order they arrived.
 
-    def __init__(self, n: int) -> None:
+    Args:
+        n: the new endpoint's position.
+        graph: the commit graph on a merge history (``None``: positions are a chain); it decides
+            what counts as a contradiction.
+    """
+
+    def __init__(self, n: int, graph: Graph | None = None) -> None:
         if n < 1:
             raise ValueError("a search needs at least one candidate (n >= 1)")
         self.n = n
+        self.graph = graph
         self.counts: dict[int, list[int]] = {}  # position -> [passes, fails, skips]
         self.history: list[tuple[int, Verdict]] = []
         self._spans: list[tuple[int, int]] | None = None
@@ -93,6 +101,12 @@ class Observations:
                 return f"position {p} both passed and failed"
         good = [p for p, row in self.counts.items() if row[0]]
         bad = [p for p, row in self.counts.items() if row[1]]
+        if self.graph is not None:
+            for g in sorted(good):
+                for b in sorted(bad):
+                    if self.graph.is_ancestor(b, g):
+                        return f"position {g} passed although its ancestor {b} failed"
+            return None
         if good and bad and max(good) > min(bad):
             return f"position {max(good)} passed after position {min(bad)} failed"
         return None

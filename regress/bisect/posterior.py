@@ -1,4 +1,4 @@
-"""The flake-aware strategy: a posterior over "position c is the first bad one".
+"""The flake-aware model: a posterior over "position c is the first bad one", and its rates.
 
 Model (after Henderson et al., "Flake Aware Culprit Finding", ICST 2023): a good commit fails with an
 unknown false-fail rate ``e``, a bad commit passes with an unknown false-pass rate ``f`` (zero unless
@@ -15,36 +15,20 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from regress.bisect.observations import Observations, pick
-from regress.bisect.search import Estimate
+from regress.bisect.stats import betacf as _betacf
 
 _HALF = math.log(0.5)
 
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Numerical Recipes, betacf)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-13:
-            break
-    return h
+#: Beta prior of the false-fail rate: mean 1/8, worth a handful of runs, so the runs at good
+#: commits soon dominate it. A flaky CI test typically fails well under one run in ten; the prior
+#: leans there without ruling out 30 % (benchmarks/bisect.md: calibrated up to eps = 0.3).
+FAIL_PRIOR = (1.0, 7.0)
+#: Beta prior of the false-pass rate (two-sided model): mean 1/10, since a broken commit that
+#: passes by chance is rarer than a good one that fails by chance.
+PASS_PRIOR = (1.0, 9.0)
 
 
 @lru_cache(maxsize=65536)
@@ -155,127 +139,59 @@ class Posterior:
         return _entropy(fail) - p * _entropy(self.false_pass) - (1 - p) * _entropy(self.false_fail)
 
 
-class Flaky:
-    """Bayesian bisection: probe at posterior quantiles, stop at ``confidence``.
+@dataclass(frozen=True)
+class RateModel:
+    """Beta priors on the flake rates and how the one- and two-sided stories are weighed.
 
     Args:
-        confidence: posterior probability the top commit needs before we call it the culprit.
         false_pass: ``True`` models false passes (two-sided flakiness) as well as false fails,
             ``False`` only false fails, ``None`` averages both models by their evidence, so a few
             passes of bad commits switch the two-sided story on without being told.
-        fail_prior: Beta(a, b) prior of the false-fail rate; the default has mean 0.2 and lets a
-            few endpoint runs dominate it.
-        pass_prior: Beta prior of the false-pass rate (two-sided only).
+        fail_prior: Beta(a, b) prior of the false-fail rate (truncated to [0, 1/2]);
+            :data:`FAIL_PRIOR` by default.
+        pass_prior: Beta prior of the false-pass rate (two-sided only); :data:`PASS_PRIOR`.
     """
 
-    name = "flaky"
+    false_pass: bool | None = None
+    fail_prior: tuple[float, float] = FAIL_PRIOR
+    pass_prior: tuple[float, float] = PASS_PRIOR
+    _models: dict = field(init=False, repr=False, compare=False)
 
-    def __init__(
-        self,
-        *,
-        confidence: float = 0.99,
-        false_pass: bool | None = None,
-        fail_prior: tuple[float, float] = (1.0, 4.0),
-        pass_prior: tuple[float, float] = (1.0, 4.0),
-    ) -> None:
-        self.confidence = confidence
-        self.false_pass = false_pass
-        self.fail_prior = fail_prior
-        self.pass_prior = pass_prior
-
-    def posterior(self, obs: Observations) -> Posterior:
-        n = obs.n
-        tested = obs.tested()
-        edges = [0, *(q for q in tested if 0 < q < n), n]
-        total_f = sum(obs.fails(q) for q in tested)
-        total_p = sum(obs.passes(q) for q in tested)
-        a, b = self.fail_prior
-        c, d = self.pass_prior
+    def __post_init__(self) -> None:
         # Each model's weight in the average: one-sided is the simpler story, so it starts ahead;
         # a fixed rate of zero needs no Occam penalty, the two-sided rate pays one through B(c, d).
         if self.false_pass is None:
-            models = {False: (math.log(0.75),), True: (math.log(0.25),)}
+            models = {False: math.log(0.75), True: math.log(0.25)}
         else:
-            models = {self.false_pass: (0.0,)}
-        logs, ff, fp = [], [], []
-        gf = gp = 0
-        i = 0
-        base_f, base_p = _log_beta(a, b), _log_beta(c, d)
-        for e in edges[:-1]:
-            while i < len(tested) and tested[i] <= e:
-                gf += obs.fails(tested[i])
-                gp += obs.passes(tested[i])
-                i += 1
-            bf, bp = total_f - gf, total_p - gp
-            good = _log_beta(a + gf, b + gp) - base_f
-            parts = []
-            for two_sided, (prior,) in models.items():
-                if two_sided:
-                    parts.append((prior + good + _log_beta(c + bp, d + bf) - base_p, True))
-                elif not bp:
-                    parts.append((prior + good, False))
-            ll = _logsumexp([x for x, _ in parts]) if parts else -math.inf
-            # mean false-pass rate within this segment, averaged over the models
-            share_two = sum(math.exp(x - ll) for x, t in parts if t) if parts else 0.0
-            logs.append(ll)
-            ff.append(_mean(a + gf, b + gp))
-            fp.append(share_two * _mean(c + bp, d + bf))
-        top = max(logs)
-        if top == -math.inf:  # only reachable with false_pass=False and a passing bad endpoint
-            return Flaky(
-                confidence=self.confidence,
-                false_pass=None,
-                fail_prior=self.fail_prior,
-                pass_prior=self.pass_prior,
-            ).posterior(obs)
-        raw = [math.exp(x - top) for x in logs]
-        z = sum((edges[j + 1] - edges[j]) * w for j, w in enumerate(raw))
-        weight = [w / z for w in raw]
-        mass = [(edges[j + 1] - edges[j]) * w for j, w in enumerate(weight)]
-        return Posterior(
-            n=n,
-            edges=edges,
-            weight=weight,
-            false_fail=sum(m * x for m, x in zip(mass, ff, strict=True)),
-            false_pass=sum(m * x for m, x in zip(mass, fp, strict=True)),
-        )
+            models = {self.false_pass: 0.0}
+        object.__setattr__(self, "_models", models)
 
-    def propose(self, obs: Observations, k: int) -> list[int]:
-        post = self.posterior(obs)
-        # Jumps over untestable runs stay where a probe can still move mass: positions a-1..b
-        # around the credible interval (a probe far outside it would only repeat the known).
-        a, b = post.interval(self.confidence)
-        # Probes at a and b-1 split off the interval's outermost commits; when the median sits in an
-        # untestable run, they are what can still shrink the interval.
-        ends = [p for p in {a, b - 1} if not obs.blocked(p)]
-        chosen: list[int] = []
-        for i in range(1, k + 1):
-            upper = post.quantile(i / (k + 1))
-            options = list(ends)
-            for m in (upper - 1, upper):
-                p = pick(m, a - 2, b + 1, obs)
-                if p is not None:
-                    options.append(p)
-            if options:
-                chosen.append(max(options, key=lambda p: (post.info_gain(p), -p)))
-        return sorted(chosen)
+    def evidence(self, gf: int, gp: int, bf: int, bp: int) -> tuple[float, float, float]:
+        """Log evidence of one culprit hypothesis and its posterior mean rates.
 
-    def estimate(self, obs: Observations) -> Estimate:
-        post = self.posterior(obs)
-        top, mass = post.top()
-        a, b = post.interval(self.confidence)
-        found = mass >= self.confidence
-        stuck = not found and all(obs.blocked(p) for p in range(a, b))
-        return Estimate(
-            top=top,
-            mass=mass,
-            candidates=b - a + 1,
-            interval=(a, b),
-            found=found,
-            stuck=stuck,
-        )
+        Args:
+            gf, gp: fails and passes seen at commits the hypothesis calls good.
+            bf, bp: fails and passes seen at commits it calls bad.
 
-    def rates(self, obs: Observations) -> dict[str, float]:
-        """Posterior mean flake rates, reported with the result."""
-        post = self.posterior(obs)
-        return {"false_fail": post.false_fail, "false_pass": post.false_pass}
+        Returns:
+            ``(log evidence, mean false-fail rate, mean false-pass rate)``; the evidence is
+            ``-inf`` when only the one-sided model is allowed and a bad commit passed.
+        """
+        a, b = self.fail_prior
+        c, d = self.pass_prior
+        good = _log_beta(a + gf, b + gp) - _log_beta(a, b)
+        parts = []
+        for two_sided, prior in self._models.items():
+            if two_sided:
+                parts.append((prior + good + _log_beta(c + bp, d + bf) - _log_beta(c, d), True))
+            elif not bp:
+                parts.append((prior + good, False))
+        if not parts:
+            return -math.inf, _mean(a + gf, b + gp), 0.0
+        ll = _logsumexp([x for x, _ in parts])
+        share_two = sum(math.exp(x - ll) for x, t in parts if t)
+        return ll, _mean(a + gf, b + gp), share_two * _mean(c + bp, d + bf)
+
+    def lenient(self) -> RateModel:
+        """The averaged model, for evidence the one-sided model cannot explain at all."""
+        return RateModel(None, self.fail_prior, self.pass_prior)

@@ -7,6 +7,7 @@ its output or the files it wrote. Running the process is :mod:`regress.bisect.ru
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 
@@ -30,6 +32,7 @@ class Finished:
     stderr: str = ""
     timed_out: bool = False
     error: str = ""  # why it could not start
+    errno: int | None = None  # the OS error number when it could not start
     scratch: Path | None = None  # a private directory for files the probe asked for
 
 
@@ -48,11 +51,45 @@ class Probe(Protocol):
 
 
 def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
+    """The outcome of a run that says nothing about the commit, or ``None``.
+
+    A run that could not start, or whose shell answered 126/127, never ran the probe: it is a skip
+    marked ``did_not_run`` so the store never replays it (fixing the cause is believed at once).
+    ``git bisect run`` likewise refuses to start on 126/127 ("unable to verify %s on good
+    revision", git ``builtin/bisect.c``, ``bisect_run``) instead of calling the commit bad.
+    """
     if run.exit_code is None and not run.timed_out:
-        return Outcome(Verdict.SKIP, f"could not start: {run.error}")
+        cause = {
+            errno.EACCES: Cause.NOT_EXECUTABLE.value,
+            errno.ENOEXEC: Cause.NOT_EXECUTABLE.value,
+        }.get(
+            run.errno or 0,
+            Cause.NOT_FOUND.value if run.errno == errno.ENOENT else Cause.NOT_STARTED.value,
+        )
+        return Outcome(
+            Verdict.SKIP,
+            f"could not start: {run.error}",
+            details={DID_NOT_RUN: "could not start", CAUSE: cause},
+        )
+    if run.exit_code in SHELL_NOT_RUN and not run.timed_out:
+        why = SHELL_NOT_RUN[run.exit_code]
+        return Outcome(
+            Verdict.SKIP,
+            f"exit {run.exit_code} ({why}: the probe did not run)",
+            exit_code=run.exit_code,
+            details={
+                DID_NOT_RUN: why,
+                CAUSE: Cause.NOT_FOUND.value
+                if run.exit_code == 127
+                else Cause.NOT_EXECUTABLE.value,
+            },
+        )
     if run.timed_out:
         return Outcome(
-            Verdict.SKIP, timeout_reason, exit_code=run.exit_code, details={"timeout": True}
+            Verdict.SKIP,
+            timeout_reason,
+            exit_code=run.exit_code,
+            details={"timeout": True, CAUSE: Cause.TIMEOUT.value},
         )
     return None
 
@@ -64,6 +101,9 @@ def _crash(code: int) -> bool:
 @dataclass
 class ExitCodeProbe:
     """git bisect run's contract: 0 good, 125 skip, 1..127 bad, >= 128 or a signal a crash.
+
+    126 and 127 are the shell saying it could not run the command: a skip that is never
+    replayed (see :func:`_not_run`), not a bad commit.
 
     A crash is a skip unless ``crash_is_bad``: a segfault at an unrelated commit should not be
     blamed for the regression we are after.
@@ -84,11 +124,19 @@ class ExitCodeProbe:
         if code == 0:
             return Outcome(Verdict.GOOD, "exit 0", exit_code=code)
         if code == 125:
-            return Outcome(Verdict.SKIP, "exit 125 (skip)", exit_code=code)
+            return Outcome(
+                Verdict.SKIP,
+                "exit 125 (skip)",
+                exit_code=code,
+                details={CAUSE: Cause.ASKED_SKIP.value},
+            )
         if _crash(code):
             what = f"signal {-code}" if code < 0 else f"exit {code}"
-            verdict = Verdict.BAD if self.crash_is_bad else Verdict.SKIP
-            return Outcome(verdict, f"crash ({what})", exit_code=code)
+            if self.crash_is_bad:
+                return Outcome(Verdict.BAD, f"crash ({what})", exit_code=code)
+            return Outcome(
+                Verdict.SKIP, f"crash ({what})", exit_code=code, details={CAUSE: Cause.CRASH.value}
+            )
         return Outcome(Verdict.BAD, f"exit {code}", exit_code=code)
 
     def config(self) -> dict[str, Any]:
@@ -131,6 +179,7 @@ class AssertProbe:
             Verdict.SKIP,
             f"failed without the signature (exit {run.exit_code})",
             exit_code=run.exit_code,
+            details={CAUSE: Cause.NO_SIGNATURE.value},
         )
 
     def config(self) -> dict[str, Any]:
@@ -241,7 +290,12 @@ class MetricProbe:
             value = self.value(run)
         except (ValueError, KeyError, TypeError) as exc:
             early = _not_run(run)
-            return early or Outcome(Verdict.SKIP, f"no metric: {exc}", exit_code=run.exit_code)
+            return early or Outcome(
+                Verdict.SKIP,
+                f"no metric: {exc.args[0] if isinstance(exc, KeyError) else exc}",
+                exit_code=run.exit_code,
+                details={CAUSE: Cause.NO_METRIC.value},
+            )
         if self.threshold is None:
             return Outcome(None, f"measured {value:.6g}", exit_code=run.exit_code, value=value)
         assert self.direction is not None
@@ -286,9 +340,12 @@ class PytestProbe:
         counts = junit_counts(path)
         if counts is None:
             return Outcome(
-                Verdict.SKIP, f"no JUnit report (exit {run.exit_code})", exit_code=run.exit_code
+                Verdict.SKIP,
+                f"no JUnit report (exit {run.exit_code})",
+                exit_code=run.exit_code,
+                details={CAUSE: Cause.NO_JUNIT.value},
             )
-        details = {"junit": counts}
+        details: dict[str, Any] = {"junit": counts}
         if counts["failed"]:
             verdict, reason = Verdict.BAD, f"{counts['failed']} failed"
         elif counts["error"] or counts["skipped"] or not counts["passed"]:
@@ -296,6 +353,7 @@ class PytestProbe:
             reason = (
                 f"{counts['error']} errors, {counts['skipped']} skipped, {counts['passed']} passed"
             )
+            details[CAUSE] = Cause.NO_TEST_RESULT.value
         else:
             verdict, reason = Verdict.GOOD, f"{counts['passed']} passed"
         return Outcome(verdict, reason, exit_code=run.exit_code, details=details)

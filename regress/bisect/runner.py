@@ -4,6 +4,8 @@ Each job slot is a private clone (:class:`regress.bisect.git.Workspace`) pinned 
 ``--gpus`` is given. Builds and probes run with cwd = the slot, ``REGRESS_COMMIT`` and
 ``REGRESS_WORKTREE`` set, in their own process group so a timeout or Ctrl-C kills the whole tree,
 optionally behind a launcher argv prefix (``srun --gpus=1 ...``) so each job can be a Slurm step.
+Each run's stdout and stderr land in ``<name>.log`` and ``<name>.err``; the probe classifies the
+whole output, then each file is cut to :data:`LOG_BYTES` (head and tail kept, the cut noted).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -21,12 +24,54 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
 from regress.bisect.git import Workspace
 from regress.bisect.probes import Finished, Probe
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
+from regress.files import write_atomic
 
 KILL_GRACE_S = 5.0
+#: Bytes kept of each stream of each run (a chatty probe once left 194 MB after 11 runs).
+LOG_BYTES = 1 << 20
+#: Share of :data:`LOG_BYTES` kept from the start of a cut log; the rest is its end, where the
+#: error that decided the run usually is.
+LOG_HEAD_SHARE = 0.25
+
+
+def parse_launcher(text: str | None) -> list[str]:
+    """``--launcher`` as an argv prefix, split like a POSIX shell would split it.
+
+    Raises:
+        UsageError: unbalanced quotes or a trailing escape.
+    """
+    if not text:
+        return []
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"--launcher {text!r}: {exc}; quote it as one shell word list, e.g. "
+            "--launcher 'srun --gpus=1'"
+        ) from exc
+
+
+def cap_log(path: Path, limit: int = LOG_BYTES) -> None:
+    """Cut ``path`` to about ``limit`` bytes, keeping its head and tail and saying what was cut."""
+    size = path.stat().st_size
+    if size <= limit:
+        return
+    head = int(limit * LOG_HEAD_SHARE)
+    tail = limit - head
+    with open(path, "rb") as fh:
+        first = fh.read(head)
+        fh.seek(size - tail)
+        last = fh.read(tail)
+    note = (
+        f"\n[regress: {size - head - tail} bytes cut here; kept the first {head} and the last "
+        f"{tail} of {size} bytes]\n"
+    )
+    write_atomic(path, first + note.encode() + last)
 
 
 @dataclass(frozen=True)
@@ -85,6 +130,7 @@ class RunnerConfig:
     jobs: int = 1
     gpus: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    log_bytes: int = LOG_BYTES
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -183,15 +229,7 @@ class Runner:
                 self.logs / f"{name}-build",
             )
             if build.exit_code != 0:
-                why = "timeout" if build.timed_out else f"exit {build.exit_code}"
-                return Outcome(
-                    Verdict.SKIP,
-                    f"build failed ({why})",
-                    exit_code=build.exit_code,
-                    seconds=time.monotonic() - start,
-                    log=str(self.logs / f"{name}-build.log"),
-                    details={"build_failed": True},
-                )
+                return self._build_failed(build, start, self.logs / f"{name}-build.log")
         scratch = self.logs / f"scratch-{run_id}"
         scratch.mkdir(parents=True, exist_ok=True)
         argv = [*self.config.launcher, *self.probe.argv(self.config.command, scratch)]
@@ -204,6 +242,28 @@ class Runner:
         outcome.log = str(self.logs / f"{name}.log")
         shutil.rmtree(scratch, ignore_errors=True)
         return outcome
+
+    def _build_failed(self, build: Finished, start: float, log: Path) -> Outcome:
+        """A skip; never replayed when the build command itself could not run."""
+        details: dict[str, object] = {"build_failed": True, CAUSE: Cause.BUILD_FAILED.value}
+        if build.timed_out:
+            why = "timeout"
+        elif build.exit_code is None:
+            why = f"could not start: {build.error}"
+            details[DID_NOT_RUN] = "the build could not start"
+        else:
+            why = f"exit {build.exit_code}"
+            if build.exit_code in SHELL_NOT_RUN:
+                why += f", {SHELL_NOT_RUN[build.exit_code]}"
+                details[DID_NOT_RUN] = f"the build command: {SHELL_NOT_RUN[build.exit_code]}"
+        return Outcome(
+            Verdict.SKIP,
+            f"build failed ({why})",
+            exit_code=build.exit_code,
+            seconds=time.monotonic() - start,
+            log=str(log),
+            details=details,
+        )
 
     def _env(self, slot: int, sha: str, worktree: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -234,7 +294,7 @@ class Runner:
                         start_new_session=True,
                     )
                 except OSError as exc:
-                    return Finished(exit_code=None, error=str(exc))
+                    return Finished(exit_code=None, error=str(exc), errno=exc.errno)
                 self._live.add(proc)
             try:
                 proc.wait(timeout=self.config.timeout)
@@ -249,12 +309,15 @@ class Runner:
             finally:
                 with self._lock:
                     self._live.discard(proc)
-        return Finished(
+        finished = Finished(
             exit_code=proc.returncode,
             stdout=out_path.read_text(errors="replace"),
             stderr=err_path.read_text(errors="replace"),
             timed_out=timed_out,
         )
+        for path in (out_path, err_path):
+            cap_log(path, self.config.log_bytes)
+        return finished
 
     def stop(self) -> None:
         """Kill every running build or probe with its process group and start no new one."""

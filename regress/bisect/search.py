@@ -1,14 +1,15 @@
 """The pure bisect search: positions in, verdicts from an injected evaluator, a culprit out.
 
-Positions are ``0..n`` along a linear history: ``0`` is the old endpoint (known good), ``n`` the new
-endpoint (known bad), and the culprit ``c`` in ``1..n`` is the first position in the new state. The
-search never touches git or processes; :mod:`regress.bisect.session` maps positions to commits and
-the evaluator to probe runs, and ``benchmarks/bisect_simulation.py`` feeds it random verdicts.
+Positions are ``0..n``: ``0`` is the old endpoint (known good), ``n`` the new endpoint (known bad),
+and the culprit ``c`` in ``1..n`` is the first commit in the new state. Along a linear history they
+are the commits in order; on a merge history they are the nodes of a
+:class:`regress.bisect.graph.Graph` in topological order. The search never touches git or
+processes; :mod:`regress.bisect.session` maps positions to commits and the evaluator to probe runs,
+and ``benchmarks/bisect_simulation.py`` feeds it random verdicts.
 
-Two strategies share the :class:`Strategy` protocol: :class:`Deterministic` (git-bisect compatible
-binary or k-section search) and :class:`regress.bisect.posterior.Flaky` (Bayesian, flake aware). The
-driver :func:`search` checks the endpoints first, switches from the first to the second when the
-observations contradict each other (mode ``"auto"``), and confirms or verifies the culprit.
+The strategies live in :mod:`regress.bisect.strategies`. The driver :func:`search` checks the
+endpoints first, switches from deterministic to flaky when the observations contradict each other
+(mode ``"auto"``), and confirms the culprit.
 """
 
 from __future__ import annotations
@@ -16,11 +17,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
-from regress.bisect.observations import Observations, pick
-from regress.bisect.verdicts import Verdict
+from regress.bisect.graph import Graph
+from regress.bisect.observations import Observations
+from regress.bisect.strategies import Estimate, Strategy
+from regress.bisect.strategies.deterministic import Bisection, GraphBisection
+from regress.bisect.strategies.flaky import Flaky, GraphFlaky
+from regress.bisect.verdicts import Status, Verdict
 from regress.errors import UsageError
+
+__all__ = [
+    "EndpointError",
+    "Estimate",
+    "Observations",
+    "SearchConfig",
+    "SearchEvent",
+    "SearchResult",
+    "Strategy",
+    "search",
+]
 
 #: Reruns of an endpoint whose first verdict surprised us, before we call the input wrong.
 ENDPOINT_RECHECKS = 2
@@ -33,66 +49,7 @@ class EndpointError(UsageError):
     """An endpoint does not behave as the user said: the range or the probe is wrong (exit 2)."""
 
     probes: int = 0  # executions spent before giving up
-
-
-@dataclass
-class Estimate:
-    """Where a strategy stands: its best culprit, how sure it is, and what is left."""
-
-    top: int | None
-    mass: float
-    candidates: int
-    interval: tuple[int, int]
-    found: bool
-    stuck: bool = False  # every position that could split the interval is untestable
-
-
-class Strategy(Protocol):
-    """A search strategy: proposes where to probe next, and says where it stands."""
-
-    name: str
-
-    def propose(self, obs: Observations, k: int) -> list[int]:
-        """Up to ``k`` positions to probe in parallel; empty when done or stuck."""
-        ...
-
-    def estimate(self, obs: Observations) -> Estimate: ...
-
-
-class Deterministic:
-    """git bisect semantics: trust every verdict, halve (or k-section) the open interval."""
-
-    name = "deterministic"
-
-    @staticmethod
-    def bounds(obs: Observations) -> tuple[int, int]:
-        """Last known good and first known bad position (the endpoints are assumed)."""
-        good = [p for p, row in obs.counts.items() if row[0]]
-        bad = [p for p, row in obs.counts.items() if row[1]]
-        return max([0, *good]), min([obs.n, *bad])
-
-    def propose(self, obs: Observations, k: int) -> list[int]:
-        lo, hi = self.bounds(obs)
-        chosen: list[int] = []
-        for i in range(1, k + 1):
-            ideal = lo + round((hi - lo) * i / (k + 1))
-            p = pick(ideal, lo, hi, obs, chosen)
-            if p is not None:
-                chosen.append(p)
-        return sorted(chosen)
-
-    def estimate(self, obs: Observations) -> Estimate:
-        lo, hi = self.bounds(obs)
-        found = hi - lo == 1
-        stuck = not found and all(obs.blocked(p) for p in range(lo + 1, hi))
-        return Estimate(
-            top=hi if found else None,
-            mass=1.0 if found else 1.0 / max(hi - lo, 1),
-            candidates=max(hi - lo, 0),
-            interval=(lo + 1, hi),
-            found=found,
-            stuck=stuck,
-        )
+    position: int | None = None  # the endpoint that misbehaved (0 old, n new), if one did
 
 
 @dataclass
@@ -102,11 +59,14 @@ class SearchConfig:
     Attributes:
         mode: ``"auto"`` (deterministic until a contradiction, then flaky), ``"deterministic"``
             (strict git bisect: a contradiction ends the search inconclusive) or ``"flaky"``.
-        jobs: positions probed per round (k-section, or k posterior quantiles).
+        jobs: positions probed per round (k-section, or the k most informative positions).
         confidence: posterior mass the flaky culprit needs.
         false_pass: model false passes too; ``None`` averages the one- and two-sided models.
-        endpoint_runs: runs of each endpoint in flaky mode, to estimate the flake rates.
-        verify_runs: in flaky mode, runs the culprit and its parent each need before we stop.
+        endpoint_runs: in flaky mode, runs of each endpoint before the search starts. One is
+            enough: the flake rates are learned from every run, and an endpoint that answers
+            the wrong way is rerun until it agrees (or clearly never will).
+        verify_runs: in flaky mode, runs the culprit and its parents each need on top of the
+            posterior's confidence (0: the confidence alone decides).
         confirm: in deterministic modes, rerun the culprit once (the +1 in ceil(log2 n) + 1);
             it is how ``auto`` notices a flaky probe that happened to bisect consistently.
         max_probes: give up (inconclusive) after this many executions; default scales with n.
@@ -116,8 +76,8 @@ class SearchConfig:
     jobs: int = 1
     confidence: float = 0.99
     false_pass: bool | None = None
-    endpoint_runs: int = 3
-    verify_runs: int = 2
+    endpoint_runs: int = 1
+    verify_runs: int = 0
     confirm: bool = True
     max_probes: int | None = None
 
@@ -125,9 +85,25 @@ class SearchConfig:
         if self.mode not in ("auto", "deterministic", "flaky"):
             raise UsageError(f"unknown search mode {self.mode!r}: use auto, deterministic or flaky")
         if self.jobs < 1:
-            raise UsageError("--jobs must be at least 1")
-        if not 0.5 < self.confidence < 1:
-            raise UsageError("--confidence must be between 0.5 and 1 (exclusive), e.g. 0.99")
+            raise UsageError(
+                f"--jobs must be at least 1 (commits probed per round), not {self.jobs}"
+            )
+        if not 0.5 < self.confidence < 1:  # also refuses nan
+            raise UsageError(
+                "--confidence must be between 0.5 and 1 (exclusive), e.g. 0.99, not "
+                f"{self.confidence}"
+            )
+        if self.endpoint_runs < 1:
+            raise UsageError(
+                f"--endpoint-runs {self.endpoint_runs}: give at least 1 (each endpoint is checked)"
+            )
+        if self.verify_runs < 0:
+            raise UsageError(f"--verify-runs {self.verify_runs}: give 0 or more")
+        if self.max_probes is not None and self.max_probes < 1:
+            raise UsageError(
+                f"--max-probes {self.max_probes}: give at least 1, or leave it out for the "
+                "default (20 per halving plus 60)"
+            )
 
 
 @dataclass
@@ -145,9 +121,9 @@ class SearchEvent:
 
 @dataclass
 class SearchResult:
-    """The answer: a culprit position (or an ambiguous interval) and how it was reached."""
+    """The answer: a culprit position (or ambiguous candidates) and how it was reached."""
 
-    status: Literal["found", "ambiguous", "inconclusive"]
+    status: Status
     culprit: int | None
     confidence: float
     interval: tuple[int, int]
@@ -158,6 +134,7 @@ class SearchResult:
     switched: str | None = None
     notes: list[str] = field(default_factory=list)
     rates: dict[str, float] = field(default_factory=dict)
+    suspects: list[int] = field(default_factory=list)  # the ambiguous candidates, in order
 
 
 def search(
@@ -167,6 +144,7 @@ def search(
     *,
     progress: Callable[[SearchEvent], None] | None = None,
     observations: Observations | None = None,
+    graph: Graph | None = None,
 ) -> SearchResult:
     """Find the first position in the new state among ``1..n``.
 
@@ -177,18 +155,25 @@ def search(
         config: strategy options; defaults to :class:`SearchConfig`.
         progress: called after every round.
         observations: verdicts already known (tests); normally empty.
+        graph: the commit graph over positions ``0..n`` for a merge history; ``None`` (or a
+            chain) bisects a linear history.
 
     Raises:
         EndpointError: the old endpoint never passes or the new one never fails.
     """
-    return _Driver(n, evaluate, config or SearchConfig(), progress, observations).run()
+    if graph is not None and graph.n != n:
+        raise ValueError(f"the graph has {graph.n} candidates, the search {n}")
+    if graph is not None and graph.linear:
+        graph = None
+    return _Driver(n, evaluate, config or SearchConfig(), progress, observations, graph).run()
 
 
 class _Driver:
     """The search loop: endpoints, rounds, switching, confirmation, verification."""
 
-    def __init__(self, n, evaluate, config, progress, observations) -> None:
-        self.obs = observations or Observations(n)
+    def __init__(self, n, evaluate, config, progress, observations, graph) -> None:
+        self.obs = observations or Observations(n, graph=graph)
+        self.graph = graph
         self.n = n
         self.evaluate = evaluate
         self.config = config
@@ -197,13 +182,17 @@ class _Driver:
         self.step = 0
         self.switched: str | None = None
         self.notes: list[str] = []
-        self.strategy: Strategy = Deterministic() if config.mode != "flaky" else self._flaky()
+        self.strategy: Strategy = self._flaky() if config.mode == "flaky" else self._deterministic()
         self.max_probes = config.max_probes or 20 * math.ceil(math.log2(n + 1)) + 60
 
-    def _flaky(self) -> Strategy:
-        from regress.bisect.posterior import Flaky
+    def _deterministic(self) -> Strategy:
+        return Bisection() if self.graph is None else GraphBisection(self.graph)
 
-        return Flaky(confidence=self.config.confidence, false_pass=self.config.false_pass)
+    def _flaky(self) -> Strategy:
+        c = self.config
+        if self.graph is None:
+            return Flaky(confidence=c.confidence, false_pass=c.false_pass)
+        return GraphFlaky(self.graph, confidence=c.confidence, false_pass=c.false_pass)
 
     def _run(self, positions: list[int], note: str = "") -> list[Verdict]:
         verdicts = list(self.evaluate(positions))
@@ -277,22 +266,22 @@ class _Driver:
                 if why:
                     if self.config.mode == "deterministic":
                         self.notes.append(f"contradiction: {why}")
-                        return self._result("inconclusive")
+                        return self._result(Status.INCONCLUSIVE)
                     self._switch(why)
                     continue
             est = self.strategy.estimate(self.obs)
             if est.stuck:
-                return self._result("ambiguous")
+                return self._result(Status.AMBIGUOUS)
             if est.found:
                 if self._confirm_or_verify(est):
                     continue
-                return self._result("found")
+                return self._result(Status.FOUND)
             positions = self.strategy.propose(self.obs, self.config.jobs)
             if not positions:
-                return self._result("ambiguous")
+                return self._result(Status.AMBIGUOUS)
             self._run(positions)
         self.notes.append(f"gave up after {self.probes} probes (--max-probes)")
-        return self._result("inconclusive")
+        return self._result(Status.INCONCLUSIVE)
 
     def _confirm_or_verify(self, est: Estimate) -> bool:
         """Run the extra checks a found culprit needs; True when more rounds are required."""
@@ -304,18 +293,18 @@ class _Driver:
             verdict = self._run([c], "confirm culprit")[0]
             return verdict is Verdict.GOOD  # a contradiction: the loop switches or gives up
         need = self.config.verify_runs
-        todo = [p for p in (c - 1, c) for _ in range(max(need - self.obs.runs(p), 0))]
-        if self.obs.untestable(c - 1) or self.obs.untestable(c):
+        around = [*self.strategy.parents(c), c]
+        todo = [p for p in around for _ in range(max(need - self.obs.runs(p), 0))]
+        if any(self.obs.untestable(p) for p in around):
             return False
         if not todo:
             return False
         self._run(todo, "verify culprit and parent")
         return True
 
-    def _result(self, status) -> SearchResult:
+    def _result(self, status: Status) -> SearchResult:
         est = self.strategy.estimate(self.obs)
-        rates = getattr(self.strategy, "rates", lambda obs: {})(self.obs)
-        culprit = est.top if status == "found" else None
+        culprit = est.top if status is Status.FOUND else None
         return SearchResult(
             status=status,
             culprit=culprit,
@@ -327,7 +316,8 @@ class _Driver:
             observations=self.obs,
             switched=self.switched,
             notes=self.notes,
-            rates=rates,
+            rates=self.strategy.rates(self.obs),
+            suspects=est.members() if status is Status.AMBIGUOUS else [],
         )
 
 
@@ -338,6 +328,7 @@ def _end(old: bool) -> str:
 def _endpoint_error(old: bool, obs: Observations, p: int) -> EndpointError:
     error = _endpoint_message(old, obs, p)
     error.probes = len(obs.history)
+    error.position = p
     return error
 
 

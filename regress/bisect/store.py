@@ -6,10 +6,16 @@ Layout under the bisect cache directory of one repository::
     session.json                 the latest bisect started there (for log, status, resume)
     lock                         held (flock) while a bisect runs; released by the OS on kill -9
 
-Every write replaces the whole file atomically (temp file, fsync, rename), so a kill -9 at any
-moment leaves either the old or the new version, never half of one. Because the search is a pure
-function of the verdicts it sees, resuming is replay: the same command asks for the same commits
-in the same order, and the store answers from disk until it runs out.
+Every write replaces the whole file atomically (:func:`regress.files.write_json_atomic`), so a
+kill -9 at any moment leaves either the old or the new version, never half of one. Because the
+search is a pure function of the verdicts it sees, resuming is replay: the same command asks for
+the same commits in the same order, and the store answers from disk until it runs out.
+
+Two rules keep a stored result from outliving the probe that produced it: the key covers the
+*content* of every file the probe command names (:func:`file_digests`), so a probe fixed in place
+is a new configuration; and a run that says the probe did not run at all (could not start, not
+executable, command not found) is kept for ``bisect log`` but never replayed (:func:`replayable`),
+so fixing the cause outside the key (``chmod +x``, installing a tool) is believed at once.
 """
 
 from __future__ import annotations
@@ -18,33 +24,21 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import os
-import tempfile
-from collections.abc import Iterator
+import shlex
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.verdicts import Outcome
 from regress.errors import RegressError
+from regress.files import write_json_atomic
 
 SCHEMA = 1
 
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON so that readers see the old or the new file, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+#: Files the probe command names are keyed by content up to this size, by size and mtime above
+#: it (a checkpoint passed as an argument should not cost a full read per run).
+HASHED_FILE_BYTES = 64 << 20
 
 
 def read_json(path: Path) -> Any:
@@ -56,6 +50,48 @@ def config_hash(config: dict[str, Any]) -> str:
     """A stable short hash of everything that can change a probe's verdict."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def file_digests(argv: Sequence[str], repo_root: Path) -> list[list[str]]:
+    """``[word, digest]`` for every word of ``argv`` that names a regular file.
+
+    Absolute paths are read where they are; relative ones against the repository root, the
+    place the probe's private clone mirrors. A relative file is what the *user* sees in their
+    checkout (the clone runs the committed one): keying on it too only ever reruns more.
+    """
+    out = []
+    for word in argv:
+        path = Path(word).expanduser()
+        path = path if path.is_absolute() else repo_root / path
+        try:
+            if not path.is_file():
+                continue
+            stat = path.stat()
+            if stat.st_size > HASHED_FILE_BYTES:
+                digest = f"size={stat.st_size},mtime_ns={stat.st_mtime_ns}"
+            else:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        except OSError:  # unreadable: the run will say so; the word itself is in the key
+            continue
+        out.append([word, digest])
+    return out
+
+
+def probe_files(command: Sequence[str], build: str | None, repo_root: Path) -> list[list[str]]:
+    """:func:`file_digests` of the probe command and of the words of the ``--build`` line."""
+    try:
+        words = shlex.split(build or "")
+    except ValueError:  # not a word list: its text alone is in the key
+        words = []
+    return file_digests([*command, *words], repo_root)
+
+
+def replayable(outcome: Outcome) -> bool:
+    """False for a run in which the probe never ran: replaying it would outlive its fix."""
+    if outcome.details.get(DID_NOT_RUN):
+        return False
+    # results stored before the marker existed
+    return not outcome.reason.startswith("could not start")
 
 
 class ResultStore:
@@ -84,7 +120,8 @@ class ResultStore:
             self.runs = [(r["commit"], Outcome.from_json(r["outcome"])) for r in data["runs"]]
 
     def outcomes(self, sha: str) -> list[Outcome]:
-        return [o for c, o in self.runs if c == sha]
+        """The stored runs at ``sha`` that may be replayed (see :func:`replayable`)."""
+        return [o for c, o in self.runs if c == sha and replayable(o)]
 
     def add(self, sha: str, outcome: Outcome) -> None:
         self.runs.append((sha, outcome))
@@ -125,6 +162,25 @@ class Replay:
     def record(self, sha: str, outcome: Outcome) -> None:
         self.store.add(sha, outcome)
         self.used[sha] = self.used.get(sha, 0) + 1
+
+
+def lock_held(root: Path) -> bool:
+    """Whether a live process holds ``root``'s lock (a bisect killed with -9 holds none).
+
+    The lock is an ``flock``, which the kernel drops with its holder's last file descriptor, so
+    this cannot be fooled by a reused pid the way a pid file can.
+    """
+    try:
+        fh = open(root / "lock", "rb")  # noqa: SIM115 - closed below; flock needs no write access
+    except OSError:  # no lock file (nothing ever ran) or an unreadable one (not ours to judge)
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
 
 
 @contextlib.contextmanager

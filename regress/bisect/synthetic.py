@@ -89,3 +89,80 @@ def regression_history(path: Path, n: int, culprit: int, *, fix: int | None = No
             subjects.append(f"harmless edit {i}")
         commits.append(files)
     return write_history(path, commits, subjects=subjects)
+
+
+def merge_history(
+    path: Path, steps: int, *, seed: int = 0, culprit_in_branch: bool = True
+) -> tuple[list[str], str]:
+    """A merge-heavy history: branches of 1-6 commits forked from recent mainline commits and
+    merged back with ``--no-ff``, between direct mainline commits, at random.
+
+    One commit (inside a branch when ``culprit_in_branch``, else on the mainline) flips
+    ``BUG = False`` to ``True`` in ``app.py``; nothing else touches that file, so a commit is bad
+    exactly when the culprit is one of its ancestors, and every merge is clean.
+
+    Returns:
+        ``(shas, culprit)``: every commit in creation order (``shas[0]`` the root, ``shas[-1]`` the
+        head of ``main``) and the culprit's sha.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "--quiet", "--initial-branch=main")
+    clock = [0]
+    shas: list[str] = []
+
+    def commit(files: Mapping[str, str], subject: str) -> str:
+        for name, content in files.items():
+            (path / name).write_text(content)
+        _git(path, "add", "--all")
+        clock[0] += 1
+        _git(
+            path, "commit", "--quiet", "-m", subject, date=f"@{1_700_000_000 + 60 * clock[0]} +0000"
+        )
+        shas.append(_git(path, "rev-parse", "HEAD"))
+        return shas[-1]
+
+    commit({"app.py": "BUG = False\n", "notes.txt": "root\n"}, "initial commit")
+    mainline = [shas[0]]
+    plan = ["branch" if rnd.random() < 0.6 else "direct" for _ in range(steps)]
+    candidates = [i for i, kind in enumerate(plan) if (kind == "branch") == culprit_in_branch]
+    at = rnd.choice(candidates or [0])
+    culprit = ""
+    for step, kind in enumerate(plan):
+        plant = step == at
+        if kind == "direct":
+            files = {"notes.txt": f"main {step}\n"}
+            if plant:
+                files["app.py"] = "BUG = True\n"
+            sha = commit(files, f"main: step {step}")
+            culprit = sha if plant else culprit
+            mainline.append(sha)
+            continue
+        base = mainline[-1 - rnd.randrange(min(3, len(mainline)))]
+        name = f"topic-{step}"
+        _git(path, "checkout", "--quiet", "-b", name, base)
+        size = rnd.randint(1, 6)
+        flip = rnd.randrange(size) if plant else -1
+        for k in range(size):
+            files = {f"{name}.txt": f"{name} {k}\n"}
+            if k == flip:
+                files["app.py"] = "BUG = True\n"
+            sha = commit(files, f"{name}: change {k}")
+            culprit = sha if k == flip else culprit
+        _git(path, "checkout", "--quiet", "main")
+        clock[0] += 1
+        _git(
+            path,
+            "merge",
+            "--quiet",
+            "--no-ff",
+            "-m",
+            f"Merge {name}",
+            name,
+            date=f"@{1_700_000_000 + 60 * clock[0]} +0000",
+        )
+        shas.append(_git(path, "rev-parse", "HEAD"))
+        mainline.append(shas[-1])
+    return shas, culprit

@@ -28,6 +28,15 @@ class Verdict(enum.Enum):
         return self
 
 
+class Status(enum.StrEnum):
+    """How a bisect ended. A string enum, so JSON and string comparisons see ``"found"``."""
+
+    FOUND = "found"  # one culprit, at the configured confidence
+    AMBIGUOUS = "ambiguous"  # the culprit is one of several commits nobody could test
+    INCONCLUSIVE = "inconclusive"  # contradictions (strict mode) or --max-probes ran out
+    INTERRUPTED = "interrupted"  # stopped early (Ctrl-C, or status replaying a partial session)
+
+
 class Comparison(enum.Enum):
     """Outcome of comparing two samples of a metric (Pinpoint's three-way answer)."""
 

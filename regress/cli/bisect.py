@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 
-from regress.errors import UsageError
+from regress.errors import INTERRUPTED, UsageError
+from regress.files import STDOUT, check_output_path, write_atomic
+
+_OUTPUTS = {"json_out": "--json", "junit": "--junit", "markdown": "--markdown"}
 
 RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 
@@ -28,7 +29,8 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 The probe runs in a private clone under the cache directory (never in your checkout)
 with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
   exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
-             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad)
+             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad);
+             126/127 (the shell could not run it) are skips, never replayed
   assert     bad iff the output matches --signature (default: DeepGEMM's
              DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
   metric     a number from the command's JSON output (--metric PATH) or a regex
@@ -38,9 +40,13 @@ with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
 
 \b
 The search is deterministic (git bisect, plus one confirmation run) until the
-verdicts contradict each other, then flake aware; --flaky starts there. Results
-are stored per commit and probe configuration: rerunning the same command
-resumes without repeating a probe. Exit codes: 0 culprit found, 3 inconclusive,
+verdicts contradict each other, then flake aware; --flaky starts there. Merge
+histories are bisected as a commit graph, as git bisect does (--first-parent:
+the mainline only). Metric probes run each commit until it is decided. Results
+are stored per commit and probe configuration (the content of the files the
+command names included): rerunning the same command resumes without repeating
+a probe, and a probe you edited starts afresh. Runs in which the probe could not
+run at all are never replayed. Exit codes: 0 culprit found, 3 inconclusive,
 2 bad input, 1 error, 130 interrupted (rerun to resume).
 """
 
@@ -93,9 +99,10 @@ def _where(f):
 )
 @click.option(
     "--metric-runs",
-    default="5,3,10",
+    default="10,1,10",
     show_default=True,
-    help="metric probe: runs per endpoint, first runs per commit, most runs per commit.",
+    help="metric probe, caps: most runs per endpoint, first runs per commit, most runs per "
+    "commit (more runs only while the noise leaves a commit undecided).",
 )
 @click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
 @click.option(
@@ -113,23 +120,32 @@ def _where(f):
 @click.option(
     "--endpoint-runs",
     type=int,
-    default=3,
+    default=1,
     show_default=True,
-    help="Flaky mode: runs of each endpoint to estimate the flake rates.",
+    help="Flaky mode: first runs of each endpoint (every run refines the flake rates).",
 )
 @click.option(
     "--verify-runs",
     type=int,
-    default=2,
+    default=0,
     show_default=True,
-    help="Flaky mode: runs the culprit and its parent each need before stopping.",
+    help="Flaky mode: runs the culprit and its parents each need on top of --confidence.",
+)
+@click.option(
+    "--confirm/--no-confirm",
+    default=True,
+    show_default=True,
+    help="Rerun the culprit once (how a flaky probe that bisected consistently is noticed).",
 )
 @click.option("--max-probes", type=int, default=None, help="Give up (exit 3) after this many runs.")
 @click.option(
     "--find-fix", is_flag=True, help="Find the first good commit: --bad is the older end."
 )
 @click.option(
-    "--first-parent", is_flag=True, help="Follow only the first parent (merge-heavy history)."
+    "--first-parent",
+    is_flag=True,
+    help="Bisect only the mainline (the answer may be a merge); default: the commit graph, "
+    "as git bisect does.",
 )
 @click.option("--jobs", "-j", type=int, default=None, help="Probe this many commits per round.")
 @click.option(
@@ -163,8 +179,13 @@ def _where(f):
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
     from regress.bisect.report import to_junit, to_markdown
+    from regress.bisect.runner import parse_launcher
     from regress.bisect.session import BisectConfig, run_bisect
 
+    for option in ("json_out", "junit", "markdown"):  # before the run, not after it
+        check_output_path(opts[option], option=_OUTPUTS[option])
+
+    gpus = _gpus(opts["gpus"])
     config = BisectConfig(
         good=opts["good"],
         bad=opts["bad"],
@@ -182,11 +203,13 @@ def run(**opts) -> None:
         false_pass=opts["false_pass"],
         endpoint_runs=opts["endpoint_runs"],
         verify_runs=opts["verify_runs"],
+        confirm=opts["confirm"],
         max_probes=opts["max_probes"],
         find_fix=opts["find_fix"],
         first_parent=opts["first_parent"],
-        gpus=_gpus(opts["gpus"]),
-        launcher=shlex.split(opts["launcher"]) if opts["launcher"] else [],
+        gpus=gpus,
+        jobs=opts["jobs"] if opts["jobs"] is not None else (len(gpus) if gpus else 1),
+        launcher=parse_launcher(opts["launcher"]),
         build=opts["build"],
         timeout=opts["timeout"],
         overlays=list(opts["overlay"]),
@@ -195,16 +218,14 @@ def run(**opts) -> None:
         cache_dir=opts["cache_dir"],
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
+        **({"signature": opts["signature"]} if opts["signature"] else {}),
     )
-    if opts["signature"]:
-        config.signature = opts["signature"]
-    config.jobs = opts["jobs"] or (len(config.gpus) if config.gpus else 1)
     try:
         with _sigterm_as_interrupt():
             result = run_bisect(config, progress=None if opts["quiet"] else _render)
     except KeyboardInterrupt:
         click.echo("regress: interrupted; rerun the same command to resume", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     to_stdout = opts["json_out"] == "-"
     click.echo(result.summary(), err=to_stdout)
     _write(opts["json_out"], result.dumps())
@@ -215,33 +236,40 @@ def run(**opts) -> None:
 
 @bisect.command("log")
 @_where
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def log(repo: str, cache_dir: str | None, as_json: bool) -> None:
+@click.option(
+    "--json", "json_out", default=None, help="Write the runs as JSON to FILE, or - for stdout."
+)
+def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
-    from regress.bisect.state import bisect_log
+    from regress.bisect.sessions import bisect_log
 
+    check_output_path(json_out, option="--json")
     runs = bisect_log(repo, cache_dir)
-    if as_json:
-        click.echo(json.dumps(runs, indent=2))
+    if json_out:
+        _write(json_out, json.dumps(runs, indent=2) + "\n")
         return
     for i, r in enumerate(runs, 1):
         value = f" value={r['value']:.6g}" if r.get("value") is not None else ""
+        again = "" if r["replayable"] else " (the probe did not run: a rerun tries again)"
         click.echo(
             f"{i:4d} {r['commit'][:12]} {r['verdict'] or 'measured':8s} "
-            f"{r['seconds']:7.1f}s {r['reason']}{value}"
+            f"{r['seconds']:7.1f}s {r['reason']}{value}{again}"
         )
 
 
 @bisect.command("status")
 @_where
-@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
-def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
+@click.option(
+    "--json", "json_out", default=None, help="Write the state as JSON to FILE, or - for stdout."
+)
+def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""
-    from regress.bisect.state import bisect_status
+    from regress.bisect.sessions import bisect_status
 
+    check_output_path(json_out, option="--json")
     state = bisect_status(repo, cache_dir)
-    if as_json:
-        click.echo(json.dumps(state, indent=2))
+    if json_out:
+        _write(json_out, json.dumps(state, indent=2) + "\n")
         return
     click.echo(state["text"])
 
@@ -250,7 +278,7 @@ def status(repo: str, cache_dir: str | None, as_json: bool) -> None:
 @_where
 def reset(repo: str, cache_dir: str | None) -> None:
     """Forget this repository's stored results, session, clones and logs."""
-    from regress.bisect.state import bisect_reset
+    from regress.bisect.sessions import bisect_reset
 
     click.echo(bisect_reset(repo, cache_dir))
 
@@ -275,12 +303,11 @@ def _clock(seconds: float) -> str:
 
 
 def _runs(text: str) -> tuple[int, int, int]:
+    """Parse ``--metric-runs``; :class:`BisectConfig` checks the values."""
     try:
         ends, first, most = (int(x) for x in text.split(","))
     except ValueError as exc:
-        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 5,3,10") from exc
-    if not 2 <= first <= most or ends < 2:
-        raise UsageError("--metric-runs: need endpoints >= 2 and 2 <= first <= most")
+        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 10,1,10") from exc
     return ends, first, most
 
 
@@ -291,12 +318,18 @@ def _gpus(text: str | None) -> list[str] | None:
 
 
 def _write(target: str | None, text: str) -> None:
+    """Write ``text`` to ``target`` (``-``: stdout); a write error is the user's to fix (exit 2)."""
     if not target:
         return
-    if target == "-":
+    if target == STDOUT:
         click.echo(text, nl=False)
-    else:
-        Path(target).write_text(text)
+        return
+    try:
+        write_atomic(target, text)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {target}: {exc.strerror or exc}; choose another path"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -10,12 +10,11 @@ announcement from the layer-wise run pack (the pre-#17247 state).
 from __future__ import annotations
 
 import inspect
-import os
 import random
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from regress.bisect.git import git
 from regress.errors import RegressError
 
 METADATA_FILE = "dsa_metadata.py"
@@ -55,19 +54,9 @@ class DemoRepo:
 
 
 def _git(repo: Path, *args: str, env_extra: dict[str, str] | None = None) -> str:
-    env = {**os.environ, **_ENV, **(env_extra or {})}
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
-    proc = subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise RegressError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+    """git through the bisect's one seam (:func:`regress.bisect.git.git`), as the demo's author."""
+    config = ["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+    return git([*config, *args], cwd=repo, env={**_ENV, **(env_extra or {})}).stdout.strip()
 
 
 def _sources() -> tuple[str, str]:

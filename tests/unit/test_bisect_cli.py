@@ -94,11 +94,11 @@ def test_log_status_reset(setup):
     )
     log = invoke(tmp, "log")
     assert log.exit_code == 0 and shas[0][:12] in log.output and "exit 0" in log.output
-    as_json = json.loads(invoke(tmp, "log", "--json").output)
+    as_json = json.loads(invoke(tmp, "log", "--json", "-").output)
     assert as_json[0]["commit"] == shas[0]
     status = invoke(tmp, "status")
     assert "found" in status.output and shas[6] in status.output
-    assert json.loads(invoke(tmp, "status", "--json").output)["session"] == "found"
+    assert json.loads(invoke(tmp, "status", "--json", "-").output)["session"] == "found"
     assert "removed" in invoke(tmp, "reset").output
     again = invoke(tmp, "status")
     assert again.exit_code == 2 and "no bisect has run" in again.output
@@ -133,14 +133,46 @@ def test_inconclusive_exits_3(setup):
         (["--good", "HEAD~3", "--probe", "metric"], "exactly one of --metric"),
         (["--good", "HEAD~3", "--gpus", "0", "--jobs", "2"], "one per job"),
         (["--good", "HEAD~3", "--confidence", "1.5"], "--confidence must be between"),
+        (["--good", "HEAD~3", "--launcher", '"unclosed'], "--launcher '\"unclosed': No closing"),
+        (["--good", "HEAD~3", "--json", "{tmp}"], "--json {tmp}: is a folder"),
+        (["--good", "HEAD~3", "--junit", "{tmp}/probe.sh/r.xml"], "is not a folder"),
+        (["--good", "HEAD~3", "--markdown", ""], "--markdown: empty path"),
     ],
 )
 def test_bad_input_exits_2(setup, args, message):
     tmp, _ = setup
+    args = [a.format(tmp=tmp) for a in args]
     result = invoke(tmp, "run", *args, "--", "sh", str(tmp / "probe.sh"))
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert message.format(tmp=tmp) in result.output
+    assert len(result.stderr.strip().splitlines()) == 1  # one line, no traceback
     assert not (tmp / "cache").exists()
+    assert sorted(p.name for p in tmp.iterdir()) == ["probe.sh", "repo"]
+
+
+@pytest.mark.parametrize("command", ["log", "status"])
+def test_log_and_status_check_their_output_path_first(setup, command):
+    tmp, shas = setup
+    invoke(
+        tmp, "run", "--good", shas[0], "--bad", shas[10], "-q", "--", "sh", str(tmp / "probe.sh")
+    )
+    result = invoke(tmp, command, "--json", str(tmp / "probe.sh" / "out.json"))
+    assert result.exit_code == 2 and "is not a folder" in result.stderr
+    written = invoke(tmp, command, "--json", str(tmp / "out" / f"{command}.json"))
+    assert written.exit_code == 0, written.output
+    assert json.loads((tmp / "out" / f"{command}.json").read_text())
+
+
+def test_ctrl_c_exits_130_and_says_how_to_resume(setup, monkeypatch):
+    tmp, shas = setup
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("regress.bisect.session.run_bisect", interrupted)
+    result = invoke(tmp, "run", "--good", shas[0], "-q", "--", "sh", str(tmp / "probe.sh"))
+    assert result.exit_code == 130
+    assert "rerun the same command to resume" in result.stderr
 
 
 def test_missing_command_is_a_click_usage_error(setup):
@@ -222,3 +254,14 @@ def test_renderings_of_a_result():
     assert "untestable commits" in to_markdown(
         sample_result(status="ambiguous", culprit=None, candidates=[result.culprit])
     )
+
+
+def test_an_endpoint_failure_is_one_line_and_the_log_says_what_will_rerun(setup):
+    tmp, shas = setup
+    result = invoke(tmp, "run", "--good", shas[0], "--bad", shas[10], "-q", "--", "./probe.sh")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "not committed" not in line  # ./probe.sh is not in the checkout either
+    assert "could not start" in line and "(output: " in line
+    log = invoke(tmp, "log")
+    assert log.output.count("(the probe did not run: a rerun tries again)") == 4

@@ -33,14 +33,12 @@ def test_open_repo_and_queries(history):
     assert repo.rev_list(shas[2], shas[5]) == shas[3:6]
     assert repo.is_ancestor(shas[1], shas[4]) and not repo.is_ancestor(shas[4], shas[1])
     assert not repo.is_shallow()
-    assert repo.merges(shas[0], shas[-1]) == []
+    assert [sha for sha, _ in repo.graph(shas[0], shas[-1])] == shas[1:]
     info = repo.info(shas[7])
     assert info.subject == "refactor the map refresh (7)"
     assert info.author == "Regress Bot <bot@regress.invalid>"
     assert "app.py" in info.diffstat and "2 files changed" in info.diffstat
     assert info.short == shas[7][:12]
-    assert repo.existing_paths(shas[0], ["app.py", "nope.py"]) == {"app.py"}
-    assert repo.changed_paths(shas[6], shas[7]) == ["app.py", "notes.txt"]
 
 
 def test_not_a_repository_and_missing_path(tmp_path):
@@ -91,7 +89,7 @@ def test_unrelated_histories(tmp_path):
         resolve_range(cfg(tmp_path / "r", orphan, a[1]))
 
 
-def test_merges_need_first_parent(tmp_path):
+def test_merge_history_is_a_graph_and_first_parent_a_chain(tmp_path):
     path = tmp_path / "r"
     shas = write_history(path, [{"a": "0"}, {"a": "1"}])
     env = {
@@ -107,8 +105,11 @@ def test_merges_need_first_parent(tmp_path):
     side = git(["rev-parse", "HEAD"], cwd=path).stdout.strip()
     git(["checkout", "-q", "main"], cwd=path)
     git(["merge", "-q", "--no-ff", "-m", "merge side", "side"], cwd=path, env=env)
-    with pytest.raises(UsageError, match=r"merge commit.*--first-parent"):
-        resolve_range(cfg(path, shas[0], "main"))
+    graph_rng = resolve_range(cfg(path, shas[0], "main"))
+    assert graph_rng.graph is not None and graph_rng.graph.merges == [3]
+    assert graph_rng.commits[0] == shas[0] and set(graph_rng.commits[1:3]) == {shas[1], side}
+    assert sorted(graph_rng.graph.parents[3]) == [1, 2]  # the merge joins both lines
+    assert "commit graph" in graph_rng.path()
     rng = resolve_range(cfg(path, shas[0], "main", first_parent=True))
     assert len(rng.commits) == 3  # root, shas[1], the merge
     # from a side-branch commit, the first-parent range is just the merge that brought it in

@@ -7,16 +7,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from _processes import alive, wait_for
+
 from regress.bisect.git import git
-from regress.bisect.state import bisect_log
+from regress.bisect.sessions import bisect_log, bisect_status
 from regress.bisect.synthetic import regression_history
 
+# The pid goes first and by rename: a test reading it right after a kill -9 must never see the
+# file truncated but not yet written (int("") fails; the window widens on a loaded machine), and
+# a logged probe has always published its pid.
 SLOW_PROBE = """\
+echo $$ > "$PROBE_PID.$$" && mv "$PROBE_PID.$$" "$PROBE_PID"
 echo "$REGRESS_COMMIT" >> "$PROBE_LOG"
-echo $$ > "$PROBE_PID"
 sleep "$PROBE_SLEEP"
 grep -q "BUG = True" app.py && exit 1
 exit 0
@@ -68,21 +72,6 @@ def start(tmp: Path, repo: Path, shas: list[str], sleep: str) -> subprocess.Pope
     )
 
 
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -108,10 +97,12 @@ def test_kill_9_then_resume_repeats_no_recorded_probe(tmp_path):
     assert git(["worktree", "list"], cwd=repo).stdout.count("\n") == 1
     recorded = bisect_log(str(repo), str(tmp_path / "cache"))
     ran_first = len(lines(tmp_path / "probe.log"))
+    state = bisect_status(str(repo), str(tmp_path / "cache"))
+    assert state["session"] == "killed" and "rerun the same" in state["text"]
     assert ran_first - 1 <= len(recorded) <= ran_first  # at most the in-flight one is lost
 
     resumed = start(tmp_path, repo, shas, "0")
-    out, err = resumed.communicate(timeout=60)
+    out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()
     assert f"first bad commit: {shas[21]}" in out.decode()
     runs = bisect_log(str(repo), str(tmp_path / "cache"))
@@ -129,10 +120,12 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
-    wait_for(lambda: not alive(probe_pid), timeout=10)
+    wait_for(lambda: not alive(probe_pid))
+    state = bisect_status(str(repo), str(tmp_path / "cache"))
+    assert state["session"] == "interrupted" and "rerun the same" in state["text"]
     assert snapshot(repo) == before
     assert not any((tmp_path / "cache").rglob("slot-*"))
 
@@ -143,6 +136,6 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
     probe_pid = int((tmp_path / "probe.pid").read_text())
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert proc.returncode == 130
-    wait_for(lambda: not alive(probe_pid), timeout=10)
+    wait_for(lambda: not alive(probe_pid))

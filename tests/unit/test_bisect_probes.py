@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, Cause
 from regress.bisect.probes import (
     DEFAULT_SIGNATURE,
     AssertProbe,
@@ -20,6 +22,7 @@ from regress.bisect.probes import (
     junit_counts,
     make_probe,
 )
+from regress.bisect.store import replayable
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 
@@ -32,7 +35,9 @@ G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
     [
         (0, False, G),
         (1, False, B),
-        (127, False, B),
+        (126, False, S),  # the shell could not run it: says nothing about the commit
+        (127, False, S),
+        (124, False, B),
         (125, False, S),
         (128, False, S),
         (139, False, S),
@@ -46,9 +51,44 @@ def test_exit_code_contract(code, crash_is_bad, verdict):
     assert ExitCodeProbe(crash_is_bad=crash_is_bad).classify(Finished(code)).verdict is verdict
 
 
+@pytest.mark.parametrize(
+    ("run", "cause"),
+    [
+        (Finished(None, error="[Errno 2] No such file", errno=errno.ENOENT), Cause.NOT_FOUND),
+        (
+            Finished(None, error="[Errno 13] Permission denied", errno=errno.EACCES),
+            Cause.NOT_EXECUTABLE,
+        ),
+        (
+            Finished(None, error="[Errno 8] Exec format error", errno=errno.ENOEXEC),
+            Cause.NOT_EXECUTABLE,
+        ),
+        (Finished(None, error="interrupted"), Cause.NOT_STARTED),
+        (Finished(127, stderr="sh: 1: probe: not found"), Cause.NOT_FOUND),
+        (Finished(126, stderr="sh: 1: ./probe.sh: Permission denied"), Cause.NOT_EXECUTABLE),
+    ],
+)
+def test_a_probe_that_did_not_run_is_marked_so_for_every_probe(tmp_path, run, cause):
+    run.scratch = tmp_path
+    kinds = [ExitCodeProbe(), ExitCodeProbe(crash_is_bad=True), AssertProbe(), PytestProbe()]
+    for probe in [*kinds, MetricProbe(path="v")]:
+        out = probe.classify(run)
+        assert out.verdict is S, probe
+        assert out.details[DID_NOT_RUN] and out.details[CAUSE] == cause, probe
+        assert not replayable(out)
+
+
+def test_runs_that_judged_the_commit_are_replayable(tmp_path):
+    assert replayable(ExitCodeProbe().classify(Finished(1)))
+    assert replayable(ExitCodeProbe().classify(Finished(125)))
+    assert replayable(ExitCodeProbe().classify(Finished(-9, timed_out=True)))  # keyed by --timeout
+    # stored before the marker existed
+    assert not replayable(Outcome(S, "could not start: [Errno 2] No such file"))
+
+
 def test_exit_code_timeout_and_not_started_are_skips():
     probe = ExitCodeProbe(crash_is_bad=True)
-    assert probe.classify(Finished(-15, timed_out=True)).details == {"timeout": True}
+    assert probe.classify(Finished(-15, timed_out=True)).details["timeout"] is True
     assert probe.classify(Finished(-15, timed_out=True)).verdict is S
     out = probe.classify(Finished(None, error="No such file: ./probe.sh"))
     assert out.verdict is S and "could not start" in out.reason

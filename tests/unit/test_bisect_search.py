@@ -9,15 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regress.bisect import search as search_mod
-from regress.bisect.search import (
-    EndpointError,
-    Observations,
-    SearchConfig,
-    pick,
-    search,
-)
-from regress.bisect.verdicts import Verdict
+from regress.bisect.observations import pick
+from regress.bisect.search import EndpointError, Observations, SearchConfig, search
+from regress.bisect.strategies import deterministic as det_mod
+from regress.bisect.verdicts import Status, Verdict
 from regress.errors import UsageError
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
@@ -86,7 +81,7 @@ def test_walking_past_a_cluster_would_break_the_skip_bound(monkeypatch):
         free = [p for p in range(lo + 1, hi) if not obs.untestable(p) and p not in taken]
         return min(free, key=lambda p: (abs(p - ideal), p)) if free else None
 
-    monkeypatch.setattr(search_mod, "pick", walk)
+    monkeypatch.setattr(det_mod, "pick", walk)
     skip = frozenset(range(100, 612))
     calls: list[int] = []
     search(1024, oracle(700, skip=skip, calls=calls), SearchConfig(mode="deterministic"))
@@ -215,13 +210,18 @@ def test_flaky_mode_finds_culprit_despite_false_fails(n, eps):
         culprit = random.Random(seed).randint(1, n)
         result = search(n, oracle(culprit, flake=(eps, 0.0), seed=seed), SearchConfig(mode="flaky"))
         hits += result.culprit == culprit
-        assert result.status == "found"
+        assert result.status is Status.FOUND
         assert result.confidence >= 0.99
-        obs = result.observations
-        if result.culprit is not None:  # verification ran culprit and parent at least twice
-            assert obs.runs(result.culprit) >= 2
-            assert obs.runs(result.culprit - 1) >= 2
     assert hits >= 19
+
+
+def test_verify_runs_are_an_extra_demand_on_top_of_the_posterior():
+    result = search(
+        64, oracle(20, flake=(0.1, 0.0), seed=2), SearchConfig(mode="flaky", verify_runs=3)
+    )
+    obs = result.observations
+    assert result.culprit == 20
+    assert obs.runs(20) >= 3 and obs.runs(19) >= 3
 
 
 def test_flaky_mode_two_sided_noise():
@@ -271,7 +271,15 @@ def test_evaluator_must_answer_every_position():
 
 
 def test_config_validation():
-    for bad in (dict(mode="x"), dict(jobs=0), dict(confidence=1.0)):
+    for bad in (
+        dict(mode="x"),
+        dict(jobs=0),
+        dict(confidence=1.0),
+        dict(confidence=math.nan),
+        dict(endpoint_runs=0),
+        dict(verify_runs=-1),
+        dict(max_probes=0),
+    ):
         with pytest.raises(UsageError, match=r"--|mode"):
             SearchConfig(**bad)
 

@@ -1,4 +1,4 @@
-"""The stored state of a repository's bisects: ``log``, ``status`` and ``reset``."""
+"""The stored sessions of a repository's bisects, as `log`, `status` and `reset` read them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from regress.bisect.session import config_from_session, load_session, run_bisect
-from regress.bisect.store import ResultStore, locked
+from regress.bisect.store import ResultStore, lock_held, locked, replayable
 from regress.errors import UsageError
 
 
@@ -23,23 +23,45 @@ def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
 
 
 def bisect_log(repo: str = ".", cache_dir: str | None = None) -> list[dict[str, Any]]:
-    """Every stored run of the latest session's probe configuration, in execution order."""
+    """Every stored run of the latest session's probe configuration, in execution order.
+
+    ``replayable`` is false for runs in which the probe never ran: a rerun probes there again.
+    """
     root, record = _latest(repo, cache_dir)
     store = ResultStore(root, record["key"], {})
-    return [{"commit": sha, **o.to_json()} for sha, o in store.runs]
+    return [{"commit": sha, **o.to_json(), "replayable": replayable(o)} for sha, o in store.runs]
 
 
 def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, Any]:
-    """The latest session, with the search replayed from stored results to where it stands."""
-    _, record = _latest(repo, cache_dir)
+    """The latest session, with the search replayed from stored results to where it stands.
+
+    Everything comes from the stored session, never from the caller's directory or today's
+    refs: its repository path, its resolved endpoints and its results key. A session recorded as
+    running whose lock no live process holds was killed (``kill -9``, a lost node).
+    """
+    root, record = _latest(repo, cache_dir)
     config = config_from_session(record)
-    result = run_bisect(config, replay_only=True)
-    head = f"{'fix' if config.find_fix else 'bisect'} {config.good}..{config.bad}"
+    config.repo = record.get("repo", config.repo)
+    config.good = record.get("good", config.good)
+    config.bad = record.get("bad", config.bad)
+    config.cache_dir = str(root.parent.parent)  # <base>/bisect/<repo key>
+    config.overlays, config.recipe = [], None  # a replay runs nothing: no files, no builds
+    session = record["status"]
+    if session == "running" and not lock_held(root):
+        session = "killed"
+    result = run_bisect(config, replay_only=True, key=record["key"])
+    head = f"{'fix' if config.find_fix else 'bisect'} {config.good[:12]}..{config.bad[:12]}"
     lines = [
-        f"{head}: {record['status']} ({result.probes} runs stored, {result.commits} commits)",
+        f"{head}: {session} ({result.probes} runs stored, {result.commits} commits)",
+        f"repository: {config.repo}",
         f"command: {shlex.join(config.command)}",
     ]
-    if result.status == "interrupted":
+    if session == "killed":
+        lines.append(
+            "the bisect stopped without finishing (killed?); rerun the same `regress bisect run` "
+            "command to resume"
+        )
+    elif result.status == "interrupted":
         lines.append(
             f"{result.strategy} search, top candidate mass {result.confidence:.3f}; "
             "rerun the same `regress bisect run` command to continue"
@@ -47,7 +69,7 @@ def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, An
     else:
         lines.append(result.summary())
     return {
-        "session": record["status"],
+        "session": session,
         "config": record["config"],
         "result": result.to_json(),
         "text": "\n".join(lines),
