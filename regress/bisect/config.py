@@ -49,7 +49,7 @@ class BisectConfig:
     build: str | None = None
     timeout: float | None = None
     overlays: list[str] = field(default_factory=list)
-    recipe: str | None = None  # trtllm | trtllm-precompiled
+    recipe: str | None = None  # trtllm | trtllm-precompiled | trtllm-source
     wheel: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
@@ -62,7 +62,8 @@ class BisectConfig:
 
     def validate(self) -> None:
         """Refuse values no bisect can run with (usage error, exit 2)."""
-        if not self.command:
+        # The trtllm-source recipe supplies its own probe (`regress check` in each worktree).
+        if not self.command and self.recipe != "trtllm-source":
             raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")
         if self.probe not in PROBES:
             raise UsageError(f"unknown --probe {self.probe!r}: use one of {', '.join(PROBES)}")

@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
 from regress.bisect.verdicts import Outcome, Verdict
+from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import UsageError
 
-#: DeepGEMM's host assertion (``csrc/apis/attention.hpp``) or any Python assertion.
-DEFAULT_SIGNATURE = r"DG_HOST_ASSERT\(.*\)|AssertionError"
+#: DeepGEMM's host assertion (``csrc/apis/attention.hpp``, any condition) or any Python assertion.
+DEFAULT_SIGNATURE = re.escape(DEEPGEMM_ASSERT.partition("(")[0]) + r"\(.*\)|AssertionError"
 
 
 @dataclass

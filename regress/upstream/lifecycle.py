@@ -18,6 +18,7 @@ from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
 from regress.dsa.invariants import Violation, check_req_idx_map
+from regress.dsa.sentinel import SENTINEL_ERROR
 from regress.upstream import SandboxGap
 from regress.upstream.contracts import check_announced_width
 from regress.upstream.eras import Upstream
@@ -109,7 +110,12 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
         for v in sentinel.violations
     ]
     counts = f"{sentinel.summary()['checks_run']} checks, {sentinel.num_violations} violations"
-    if truth and flagged:
+    crashed = [v for v in flagged if v.check == SENTINEL_ERROR]
+    if crashed:  # the sentinel catches its own errors and records them; still a regress bug
+        v = crashed[0]
+        result.status = "error"
+        result.note = f"the sentinel crashed at {v.details['site']}: {v.message}"
+    elif truth and flagged:
         result.add(flagged, "sentinel")  # the tree is broken and the sentinel said so
         result.note = f"sentinel flagged the broken map ({counts})"
     elif truth:

@@ -15,7 +15,7 @@ def _is_ancestor(repo, a, b):
 
 
 def test_nightly_reports_lead_to_the_planted_commit(tmp_path, monkeypatch):
-    monkeypatch.setenv("REGRESS_DEMO_PROMPTS", "6")
+    monkeypatch.setenv("REGRESS_DEMO_PROMPTS", "8")
     monkeypatch.setenv("REGRESS_DEMO_TOKENS", "24")
     out = CliRunner().invoke(
         cli,
