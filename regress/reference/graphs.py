@@ -85,7 +85,10 @@ class DraftGraphs:
             md.kv_lens_cuda.copy_(saved_kv)
         torch.cuda.current_stream(run.dev).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # Capture on the warm-up stream: its cuBLAS workspace then exists before capture starts
+        # (torch.cuda.graph's own capture stream would allocate one inside the capture). One
+        # capture of this section failed once on the H200 with CUBLAS_STATUS_EXECUTION_FAILED.
+        with torch.cuda.graph(graph, stream=side):
             outs = run.draft_steps(tokens, hidden)
         md.kv_lens_cuda.copy_(saved_kv)
         entry = _Captured(graph, tokens, hidden, outs)
