@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import click
 
+from regress.cli.output import emit
 from regress.errors import INTERRUPTED, UsageError
-from regress.files import STDOUT, check_output_path, write_atomic
+from regress.files import check_output_path
 
 _OUTPUTS = {"json_out": "--json", "junit": "--junit", "markdown": "--markdown"}
 
@@ -228,9 +229,9 @@ def run(**opts) -> None:
         sys.exit(INTERRUPTED)
     to_stdout = opts["json_out"] == "-"
     click.echo(result.summary(), err=to_stdout)
-    _write(opts["json_out"], result.dumps())
-    _write(opts["junit"], to_junit(result) if opts["junit"] else "")
-    _write(opts["markdown"], to_markdown(result) if opts["markdown"] else "")
+    emit(opts["json_out"], result.dumps(), option="--json")
+    emit(opts["junit"], to_junit(result) if opts["junit"] else "", option="--junit")
+    emit(opts["markdown"], to_markdown(result) if opts["markdown"] else "", option="--markdown")
     sys.exit(result.exit_code)
 
 
@@ -246,7 +247,7 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     check_output_path(json_out, option="--json")
     runs = bisect_log(repo, cache_dir)
     if json_out:
-        _write(json_out, json.dumps(runs, indent=2) + "\n")
+        emit(json_out, json.dumps(runs, indent=2) + "\n", option="--json")
         return
     for i, r in enumerate(runs, 1):
         value = f" value={r['value']:.6g}" if r.get("value") is not None else ""
@@ -269,7 +270,7 @@ def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     check_output_path(json_out, option="--json")
     state = bisect_status(repo, cache_dir)
     if json_out:
-        _write(json_out, json.dumps(state, indent=2) + "\n")
+        emit(json_out, json.dumps(state, indent=2) + "\n", option="--json")
         return
     click.echo(state["text"])
 
@@ -315,21 +316,6 @@ def _gpus(text: str | None) -> list[str] | None:
     if not text:
         return None
     return [g.strip() for g in text.split(",") if g.strip()]
-
-
-def _write(target: str | None, text: str) -> None:
-    """Write ``text`` to ``target`` (``-``: stdout); a write error is the user's to fix (exit 2)."""
-    if not target:
-        return
-    if target == STDOUT:
-        click.echo(text, nl=False)
-        return
-    try:
-        write_atomic(target, text)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write {target}: {exc.strerror or exc}; choose another path"
-        ) from exc
 
 
 @contextlib.contextmanager

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from regress.cli.output import json_option, write_output
+from regress.cli.output import emit_json, json_option
 
 
 def _show(event) -> None:
@@ -34,7 +33,6 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     import time
 
     from regress.demo.trend import run_trend_demo
-    from regress.files import STDOUT
 
     start = time.monotonic()
 
@@ -42,12 +40,7 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
         click.echo(f"[{time.monotonic() - start:4.0f}s] [{where}] {message}", err=True)
 
     result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=say)
-    doc = json.dumps(result.to_json(), indent=2)
-    if json_out == STDOUT:
-        click.echo(doc)
-    else:
-        if json_out is not None:
-            write_output(json_out, doc + "\n", option="--json")
+    if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
     raise SystemExit(0 if result.ok else 1)
@@ -95,19 +88,14 @@ def demo(
     130 when interrupted (the throwaway repository is removed all the same).
     """
     from regress.demo import run_demo
-    from regress.files import STDOUT, check_output_path
+    from regress.files import check_output_path
 
     _check_workdir(workdir)
     check_output_path(json_out, option="--json")
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
     result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
-    doc = json.dumps(result.to_json(), indent=2)
-    if json_out == STDOUT:
-        click.echo(doc)
-    else:
-        if json_out is not None:
-            write_output(json_out, doc + "\n", option="--json")
+    if not emit_json(result.to_json(), json_out):
         for b in result.bisects:
             mark = "MATCH" if b.matched else "MISMATCH"
             click.echo(

@@ -7,21 +7,12 @@ from pathlib import Path
 
 import click
 
+from regress.cli.output import write_output
+
 
 @click.group()
 def junit() -> None:
     """Merge and summarise JUnit XML from CI stages (FILE may be written STAGE=FILE)."""
-
-
-def _write(path, data: str | bytes, option: str) -> None:
-    """Atomically, and a write that fails is the user's to fix (exit 2), not a test result."""
-    from regress.errors import UsageError
-    from regress.files import write_atomic
-
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _inputs(files: tuple[str, ...]):
@@ -57,7 +48,7 @@ def merge(files: tuple[str, ...], output: Path, keep_going: bool) -> None:
     check_output_path(output, option="--output")
     loaded = lib.load_all(_inputs(files), keep_going=keep_going)
     merged = lib.merge(loaded)
-    _write(output, lib.to_bytes(merged), "--output")
+    write_output(output, lib.to_bytes(merged), option="--output")
     click.echo(
         f"{output}: {len(merged)} suite(s), {merged.tests} tests, {merged.failures} "
         f"failures, {merged.errors} errors, {merged.skipped} skipped"
@@ -106,9 +97,9 @@ def summary(
     result = summarize(results_of(current), results_of(base) if base else None)
     result.problems = current.problems + (base.problems if base else [])
     if markdown is not None:
-        _write(markdown, render_markdown(result), "--markdown")
+        write_output(markdown, render_markdown(result), option="--markdown")
     if json_out is not None and json_out != STDOUT:
-        _write(json_out, json.dumps(result.to_json(), indent=2) + "\n", "--json")
+        write_output(json_out, json.dumps(result.to_json(), indent=2) + "\n", option="--json")
     if json_out == STDOUT:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -42,6 +42,16 @@ def write_output(path: str | os.PathLike[str], data: str | bytes, *, option: str
         ) from exc
 
 
+def emit(target: str | None, text: str, *, option: str) -> None:
+    """Write ``text`` where an output option says: nowhere (None), stdout (``-``) or a file."""
+    if target is None:
+        return
+    if target == STDOUT:
+        click.echo(text, nl=False)
+        return
+    write_output(target, text, option=option)
+
+
 def emit_json(doc: Any, json_out: str | None) -> bool:
     """Write ``doc`` where ``--json`` says; returns True when it went to stdout (print nothing else)."""
     if json_out is None:

@@ -9,7 +9,8 @@ import sys
 
 import click
 
-from regress.files import STDOUT, check_output_path, write_atomic
+from regress.cli.output import emit
+from regress.files import STDOUT, check_output_path
 
 _STORE_ENV = "REGRESS_TREND_STORE"
 _DEFAULT_STORE = ".regress-trend"
@@ -22,20 +23,6 @@ def _store_option(f):
         show_default=f"${_STORE_ENV} or {_DEFAULT_STORE}",
         help="The history folder (keep it as a CI artifact).",
     )(f)
-
-
-def _emit(target: str | None, text: str) -> None:
-    if target is None:
-        return
-    if target == STDOUT:
-        click.echo(text, nl=False)
-        return
-    try:
-        write_atomic(target, text)
-    except OSError as exc:
-        from regress.errors import UsageError
-
-        raise UsageError(f"cannot write {target}: {exc.strerror}") from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -182,8 +169,12 @@ def check(**opts) -> None:
     doc = result.to_dict()
     if bisect_codes:
         doc["bisect_exit_codes"] = bisect_codes
-    _emit(opts["json_out"], json.dumps(doc, indent=2) + "\n" if opts["json_out"] else "")
-    _emit(opts["md_out"], to_markdown(result) if opts["md_out"] else "")
+    emit(
+        opts["json_out"],
+        json.dumps(doc, indent=2) + "\n" if opts["json_out"] else "",
+        option="--json",
+    )
+    emit(opts["md_out"], to_markdown(result) if opts["md_out"] else "", option="--markdown")
     sys.exit(result.exit_code)
 
 
