@@ -19,6 +19,7 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
     ``tests/integration/defs/accuracy/accuracy_core.py::assert_acceptance_length`` (which raises
     ``ValueError`` on ``min_al: null``, "not yet populated"), an entry without ``min_al`` is
     refused, whatever ``ref_al`` says: a stub must not silently become a gate of our choosing.
+    Checked: ``accuracy_core.py`` @ 00c11460 and ``references/acceptance_length.yaml`` @ 0a423022.
 
     Args:
         path: the YAML file.

@@ -11,7 +11,8 @@ from typing import Any
 DEEPGEMM_ASSERT = "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)"
 """DeepGEMM's host assertion in ``fp8_paged_mqa_logits`` (``csrc/apis/attention.hpp``): what an
 unannounced ``next_n`` aborts the process with. Defined once; probes, the reference indexer and
-the layer-wise runner import it."""
+the layer-wise runner import it. Condition text checked in DeepGEMM's ``attention.hpp`` (code
+index stored id 52323906553)."""
 
 
 def announce_mtp_shapes(metadata: Any, run_type: str, batch_size: int, seq_len_q: int) -> bool:

@@ -10,7 +10,8 @@ Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-L
 
 1. **Announce.** ``update_spec_dec_param(...)`` runs first, before the inputs are prepared
    (``tensorrt_llm/_torch/pyexecutor/model_engine.py`` ``PyTorchModelEngine.forward`` @ 1a0dc5f7 and
-   earlier; newer builds: ``ForwardExecutor._forward_scheduled`` -> ``update_spec_metadata``, which
+   earlier; newer builds (code index stored ids 69521225249 and 71221317741):
+   ``ForwardExecutor._forward_scheduled`` -> ``update_spec_metadata``, which
    calls ``attn_metadata.update_spec_dec_param(batch_size=..., is_spec_decoding_enabled=...,
    is_spec_dec_tree=..., is_spec_dec_dynamic_tree=..., max_draft_len=...,
    max_total_draft_tokens=..., ...)``). On the first forward the metadata was built without a
@@ -32,7 +33,8 @@ Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-L
    ``i`` in ``1..K-1``: ``kv_lens_cuda[:bs] += 1``, ``update_for_spec_dec()``.
    ``num_accepted_tokens`` counts the bonus token (1..K+1), as eagle3's
    ``sample_and_accept_draft_tokens`` returns it.
-4. **Restore** (``eagle3.py`` ``_restore_attn_metadata_from_spec_dec``):
+4. **Restore** (``eagle3.py`` ``_restore_attn_metadata_from_spec_dec``, code index stored id
+   57352998664):
    ``restore_from_spec_dec()`` puts the saved ``_seq_lens``/``_seq_lens_cuda`` back and
    ``on_update()`` recounts. Nothing rebuilds the backend's derived buffers: the DSA map stays
    in the draft-step layout until the next ``prepare()``.

@@ -311,7 +311,9 @@ def patch_mpi_pool(mpi_session_module: Any, config: HookConfig) -> Callable[[], 
     ``tensorrt_llm.llmapi.mpi_session`` builds its pool with ``MPIPoolExecutor(max_workers=...,
     path=sys.path, ...)`` (and, in newer releases, a filtered ``env``); replacing the name in that
     module adds an initializer without re-implementing ``_start_mpi_pool``, whatever arguments a
-    given release passes. An initializer it already had still runs, after ours.
+    given release passes. An initializer it already had still runs, after ours. Checked:
+    ``llmapi/mpi_session.py`` @ 00a1352a imports ``MPIPoolExecutor`` at module level and
+    ``MpiPoolSession._start_mpi_pool`` calls it with ``max_workers``, ``path=sys.path``, ``env``.
     """
     real = getattr(mpi_session_module, "MPIPoolExecutor", None)
     if real is None:  # built without mpi4py: no worker processes to reach

@@ -23,6 +23,11 @@ from regress.errors import MissingDependencyError
 # non-DSA metadata keeps max_total_draft_tokens unset. A DeepGEMM host assertion may kill the
 # process, so each configuration runs in a child process (python -m regress.trtllm.layerwise) that
 # writes one JSON line per result as it goes.
+# Checked: runner.py @ 020cbd8a (no announcement yet) has Runner.__init__ with exactly the keyword
+# set passed below, create_run_pack(run_type, *, batch_size, request_id_begin, seq_len_q,
+# seq_len_kv_cache, kv_cache_manager, attn_workspace=None) returning a run_pack closure over
+# attn_metadata, and the static create_mapping / create_kv_cache_manager; the guarded version
+# (PR #17247) is stored id 57405692250 (benchmarks/upstream.md).
 
 # DeepGEMM prints the failed condition, not the macro: match the condition, spacing-tolerant.
 _CONDITION = re.compile(r"batch_size\s*==\s*__batch_size\s+and\s+next_n\s*==\s*_next_n")
@@ -33,7 +38,9 @@ def find_deepgemm_assertion(text: str | None) -> str | None:
 
     That assertion (``csrc/apis/attention.hpp``) is bug 2's signature: q has ``next_n`` tokens
     per request while ``kv_lens_cuda_2d`` was built one column wide. Other failures are reported
-    as errors, not as this signature.
+    as errors, not as this signature. The condition text was checked in DeepGEMM's
+    ``attention.hpp`` (code index stored id 52323906553); newer DeepGEMM (@ 0274ad7b) names the
+    function ``fp8_fp4_paged_mqa_logits``, which is why only the condition is matched.
     """
     if not text:
         return None
@@ -175,7 +182,12 @@ def _accepted(func: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any
 
 
 def _runner_class(model: str) -> Any:
-    """``Runner`` (newer releases) or ``get_runner_cls(model)`` (older ones)."""
+    """``Runner`` (newer releases) or ``get_runner_cls(model)`` (older ones).
+
+    Checked: ``layer_wise_benchmarks/__init__.py`` @ 38296a47 exports ``Runner``; the older
+    ``get_runner_cls`` is defined in ``runner_factory.py`` @ 1008984a and imported from the
+    package by ``examples/layer_wise_benchmarks/run.py`` @ 042f3c05.
+    """
     try:
         from tensorrt_llm.tools.layer_wise_benchmarks.runner import Runner
     except ImportError:

@@ -136,6 +136,10 @@ def mtp_kwargs(config_cls: type, max_draft_len: int, one_model: bool) -> dict[st
     ``num_nextn_predict_layers``). ``max_draft_len`` is passed only to a class without
     ``num_nextn_predict_layers`` (a release that dropped the deprecated name) or one that
     declares no fields at all. :func:`effective_draft_len` checks the result either way.
+    The newest read, @ 00043967, still declares ``num_nextn_predict_layers`` (an internal field
+    filled from the checkpoint, "do not set manually") and a ``mode="before"`` validator moves a
+    passed ``num_nextn_predict_layers`` onto ``max_draft_len`` with a deprecation warning; the
+    ~1.2 after-validator is code index stored id 7019226376.
     """
     names = _field_names(config_cls)
     kwargs: dict[str, Any] = {}

@@ -33,6 +33,11 @@ class Era:
     | A | ``_torch/attention_backend/sparse/dsa.py`` | ``_torch/attention_backend/`` |
     | B | ``_torch/attention_backend/sparse/dsa/metadata.py`` | same as A |
     | C | ``_torch/attention/backends/sparse/dsa/metadata.py`` | ``_torch/attention/backends/`` |
+
+    Checked against NVIDIA/TensorRT-LLM (code index; see ``docs/upstream-symbols.md``): era A
+    ``sparse/dsa.py`` @ 00e3c1a5, era B ``sparse/dsa/metadata.py`` @ e5c90626, era C
+    ``sparse/dsa/metadata.py`` @ d3d4066f with ``interface.py`` @ 1262edbc and ``trtllm.py``
+    @ 017aa0ca (the files ``benchmarks/upstream.md`` ran).
     """
 
     name: str
@@ -59,7 +64,9 @@ ERAS: tuple[Era, ...] = (
 )
 
 # The draft loop: first MTPEagleWorker.forward in mtp.py, later Eagle3OneModelWorker in eagle3.py
-# with MTPEagleWorker reduced to a thin subclass of it.
+# with MTPEagleWorker reduced to a thin subclass of it. Checked: eagle3.py's worker defines
+# _prepare/_restore_attn_metadata_from_spec_dec (code index stored id 57352998664); the mtp.py
+# subclass relationship is from trtllm-facts.md, not re-read for docs/upstream-symbols.md.
 _MTP_FILE = "_torch/speculative/mtp.py"
 _EAGLE3_FILE = "_torch/speculative/eagle3.py"
 

@@ -62,8 +62,10 @@ def _perf_metrics(*holders: Any) -> dict[str, int] | None:
 def iteration_counters(stats: Iterable[Any]) -> tuple[dict[str, int] | None, int]:
     """Sum upstream's per-iteration ``specDecodingStats`` and find the largest scheduled batch.
 
-    Mirrors ``compute_acceptance_length`` in upstream's accuracy_core.py: only iterations with
-    ``numDraftTokens > 0`` count. ``get_stats()`` returns dicts or JSON strings by version.
+    Mirrors ``compute_acceptance_length`` in upstream's accuracy_core.py (code index stored id
+    65782959872; the ``inflightBatchingStats`` key as read by ``test_glm52.py`` @ 29c0516a): only
+    iterations with ``numDraftTokens > 0`` count. ``get_stats()`` returns dicts or JSON strings
+    by version.
 
     Returns:
         (counters or None when no iteration had drafts, max ``numScheduledRequests`` seen)
@@ -89,7 +91,8 @@ def iteration_counters(stats: Iterable[Any]) -> tuple[dict[str, int] | None, int
 STATS_POLL_SECONDS = 1.0
 """How often iteration stats are drained during a run. TensorRT-LLM keeps only the newest
 ``max_stats_len`` entries (default 1000) and drops older ones, so a run longer than 1000
-iterations read once at the end would lose its first iterations' ``specDecodingStats``."""
+iterations read once at the end would lose its first iterations' ``specDecodingStats``.
+(``TorchLlmArgs.max_stats_len``, default 1000, in ``llmapi/llm_args.py`` @ 00043967.)"""
 STATS_TIMEOUT_SECONDS = 0.5
 
 
