@@ -108,10 +108,13 @@ class Repo:
     def graph(self, old: str, new: str) -> list[tuple[str, list[str]]]:
         """git bisect's candidates, reachable from ``new`` and not from ``old``, with their parents.
 
-        Parents first (``--topo-order --reverse``), so each commit comes after all of its parents
-        that are candidates too.
+        Parents first and otherwise oldest first by commit date (``--date-order --reverse``): each
+        commit comes after all of its parents that are candidates too, and where commit dates
+        agree with the graph this is the order git bisect scans the candidates in (the reverse of
+        its date-ordered walk), which decides its ties (``regress.bisect.strategies.deterministic
+        .git_midpoint``). ``--topo-order`` would group each branch's commits together instead.
         """
-        lines = self.out("rev-list", "--topo-order", "--reverse", "--parents", new, f"^{old}")
+        lines = self.out("rev-list", "--date-order", "--reverse", "--parents", new, f"^{old}")
         return [(row[0], row[1:]) for row in (line.split() for line in lines.splitlines())]
 
     def info(self, sha: str) -> CommitInfo:

@@ -4,6 +4,9 @@ Nodes are ``0..n`` in topological order: node ``0`` stands for the good endpoint
 commit reachable from it (git bisect's rule: those are not candidates), node ``n`` is the bad
 endpoint, and every candidate's parents come before it. A linear history is the chain where each
 node's only parent is the one before; :attr:`Graph.linear` tells the search which strategies apply.
+On a real repository the nodes are also oldest first by commit date (:meth:`regress.bisect.git.Repo
+.graph`), the order git bisect scans its candidates in, so the deterministic search breaks ties
+between equally good midpoints by node number the way git does.
 
 Ancestor sets are Python integers used as bit sets (bit ``i`` set: node ``i`` is an ancestor, the
 node itself included), so "how many candidates lie below m" is one ``&`` and one popcount.

@@ -166,3 +166,73 @@ def merge_history(
         shas.append(_git(path, "rev-parse", "HEAD"))
         mainline.append(shas[-1])
     return shas, culprit
+
+
+def interleaved_history(path: Path, steps: int, *, seed: int = 0) -> tuple[list[str], str]:
+    """A merge history whose topic branches are developed side by side, as on a busy project.
+
+    Each step, at random: opens a branch from the tip of ``main``, adds a commit to an open branch
+    (so commits of different branches alternate in time), commits on ``main`` directly, or merges
+    an open branch with ``--no-ff``; branches still open at the end are merged last. Unlike
+    :func:`merge_history`, a branch's commits are not contiguous in time, so ``git rev-list
+    --topo-order`` (each branch together) and ``--date-order`` (by commit date) differ. One branch
+    commit flips ``BUG = False`` to ``True`` in ``app.py``, as in :func:`merge_history`.
+
+    Returns:
+        ``(shas, culprit)``: every commit in creation order (``shas[0]`` the root, ``shas[-1]`` the
+        head of ``main``) and the culprit's sha.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "--quiet", "--initial-branch=main")
+    shas: list[str] = []
+
+    def stamp() -> str:
+        return f"@{1_700_000_000 + 60 * len(shas)} +0000"
+
+    def commit(files: Mapping[str, str], subject: str) -> None:
+        for name, content in files.items():
+            (path / name).write_text(content)
+        _git(path, "add", "--all")
+        _git(path, "commit", "--quiet", "-m", subject, date=stamp())
+        shas.append(_git(path, "rev-parse", "HEAD"))
+
+    def merge(name: str) -> None:
+        _git(path, "merge", "--quiet", "--no-ff", "-m", f"Merge {name}", name, date=stamp())
+        shas.append(_git(path, "rev-parse", "HEAD"))
+
+    commit({"app.py": "BUG = False\n", "notes.txt": "root\n"}, "initial commit")
+    plant = rnd.randrange(steps // 4, steps // 2)  # the first branch commit from this step on
+    culprit = ""
+    branches: list[str] = []
+    for step in range(steps):
+        roll = rnd.random()
+        if roll < 0.3 or not branches:
+            name = f"topic-{step}"
+            _git(path, "branch", name, "main")
+            branches.append(name)
+        if roll < 0.7:
+            name = rnd.choice(branches)
+            _git(path, "checkout", "--quiet", name)
+            files = {f"{name}.txt": f"{name} {step}\n"}
+            if step >= plant and not culprit:
+                files["app.py"] = "BUG = True\n"
+            commit(files, f"{name}: change {step}")
+            culprit = culprit or (shas[-1] if "app.py" in files else "")
+            _git(path, "checkout", "--quiet", "main")
+        elif roll < 0.85:
+            commit({"notes.txt": f"main {step}\n"}, f"main: step {step}")
+        else:
+            merge(branches.pop(rnd.randrange(len(branches))))
+    if not culprit:  # no branch commit came after the planting step: add one
+        name = f"topic-{steps}"
+        _git(path, "checkout", "--quiet", "-b", name, "main")
+        commit({"app.py": "BUG = True\n"}, f"{name}: change {steps}")
+        culprit = shas[-1]
+        _git(path, "checkout", "--quiet", "main")
+        branches.append(name)
+    for name in branches:
+        merge(name)
+    return shas, culprit
