@@ -6,9 +6,12 @@ culprit inside a branch) and runs the same probe script under every tool: it exi
 is there and, on good commits, exits 1 anyway with probability eps. git bisect runs in a clone
 (``git bisect start HEAD ROOT && git bisect run python probe.py``); regress runs ``run_bisect``
 (what ``regress bisect run`` calls, no ``--first-parent``) on the original. Runs are counted by the
-probe script itself.
+probe script itself. ``--history interleaved`` writes
+:func:`regress.bisect.synthetic.interleaved_history` instead: branches developed side by side, so
+commit dates and the grouping of ``git rev-list --topo-order`` disagree.
 
     python benchmarks/bisect_merges.py --trials 30 --steps 40 --eps 0,0.1
+    python benchmarks/bisect_merges.py --trials 30 --steps 80 --eps 0 --history interleaved
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, run_bisect
-from regress.bisect.synthetic import merge_history
+from regress.bisect.synthetic import interleaved_history, merge_history
 
 PROBE = """\
 import os, pathlib, random, sys
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--steps", type=int, default=40, help="mainline steps per history")
     parser.add_argument("--eps", default="0,0.1")
+    parser.add_argument("--history", choices=("merge", "interleaved"), default="merge")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     root = Path(args.workdir or tempfile.mkdtemp(prefix="regress-bisect-merges-"))
@@ -91,16 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     (root / "probe.py").write_text(PROBE)
     print(f"histories under {root}, {args.trials} trials per row\n")
     print(
-        "| false-fail | tool | right | same as git | mean runs | max | max(runs - git) | "
-        "commits (mean) | merges (mean) | mean s |"
+        "| false-fail | tool | right | same as git | mean runs | max | mean(runs - git) | "
+        "max(runs - git) | commits (mean) | merges (mean) | mean s |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for eps in (float(x) for x in args.eps.split(",")):
         rows = {t: {"right": 0, "same": 0, "runs": [], "extra": [], "s": 0.0} for t in TOOLS}
         commits = merges = 0
         for trial in range(args.trials):
             repo = root / f"repo-{eps:g}-{trial}"
-            shas, culprit = merge_history(repo, args.steps, seed=trial)
+            write = merge_history if args.history == "merge" else interleaved_history
+            shas, culprit = write(repo, args.steps, seed=trial)
             commits += len(shas) - 1
             merges += sum(s.startswith("Merge") for s in _subjects(repo))
             git_answer, git_runs = None, 0
@@ -123,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         for tool, r in rows.items():
             print(
                 f"| {eps:g} | {tool} | {100 * r['right'] / t:.0f}% | {100 * r['same'] / t:.0f}% | "
-                f"{sum(r['runs']) / t:.1f} | {max(r['runs'])} | {max(r['extra'])} | "
+                f"{sum(r['runs']) / t:.1f} | {max(r['runs'])} | {sum(r['extra']) / t:+.1f} | "
+                f"{max(r['extra']):+d} | "
                 f"{commits / t:.0f} | {merges / t:.0f} | {r['s'] / t:.2f} |",
                 flush=True,
             )
