@@ -17,13 +17,12 @@ commit dates and the grouping of ``git rev-list --topo-order`` disagree.
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from git_bisect_run import real_git_bisect
 
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, run_bisect
@@ -52,19 +51,7 @@ def one(root: Path, tool: str, repo: Path, shas: list[str], env: dict) -> tuple[
     state = Path(env["FLAKE_STATE"])
     if tool == "git bisect run":
         copy = root / f"clone-{state.name}"
-        subprocess.run(["git", "clone", "-q", str(repo), str(copy)], check=True)
-        subprocess.run(
-            ["git", "bisect", "start", shas[-1], shas[0]], cwd=copy, check=True, capture_output=True
-        )
-        out = subprocess.run(
-            ["git", "bisect", "run", sys.executable, str(root / "probe.py")],
-            cwd=copy,
-            env=dict(os.environ, **env),
-            capture_output=True,
-            text=True,
-        )
-        found = re.search(r"([0-9a-f]{40}) is the first bad commit", out.stdout)
-        answer = found.group(1) if found else None
+        answer = real_git_bisect(repo, copy, shas[0], shas[-1], root / "probe.py", env)
     else:
         config = BisectConfig(
             good=shas[0],

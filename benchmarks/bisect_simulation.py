@@ -26,6 +26,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from git_bisect_run import real_git_bisect
+
 from regress.bisect.search import EndpointError, SearchConfig, search
 from regress.bisect.verdicts import Verdict
 
@@ -146,9 +148,6 @@ def run_cell(args: tuple[int, float, float, str, int]) -> Cell:
 
 def real_side_by_side(n: int, eps: float, trials: int, workdir: str) -> list[dict]:
     """git bisect run against regress on generated repositories with a flaky probe script."""
-    import os
-    import re
-    import subprocess
     from pathlib import Path
 
     from regress.bisect.session import BisectConfig, run_bisect
@@ -173,22 +172,7 @@ def real_side_by_side(n: int, eps: float, trials: int, workdir: str) -> list[dic
             start = time.perf_counter()
             if tool == "git bisect run":
                 copy = root / f"gitcopy-{tag}"
-                subprocess.run(["git", "clone", "-q", str(repo), str(copy)], check=True)
-                subprocess.run(
-                    ["git", "bisect", "start", shas[-1], shas[0]],
-                    cwd=copy,
-                    check=True,
-                    capture_output=True,
-                )
-                out = subprocess.run(
-                    ["git", "bisect", "run", sys.executable, str(probe)],
-                    cwd=copy,
-                    env=dict(os.environ, **env),
-                    capture_output=True,
-                    text=True,
-                )
-                found = re.search(r"([0-9a-f]{40}) is the first bad commit", out.stdout)
-                answer = found.group(1) if found else None
+                answer = real_git_bisect(repo, copy, shas[0], shas[-1], probe, env)
             else:
                 config = BisectConfig(
                     good=shas[0],
