@@ -22,22 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from git_bisect_run import real_git_bisect
+from git_bisect_run import FLAKY_PROBE, real_git_bisect
 
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, run_bisect
 from regress.bisect.synthetic import interleaved_history, merge_history
-
-PROBE = """\
-import os, pathlib, random, sys
-state = pathlib.Path(os.environ["FLAKE_STATE"])
-runs = state.read_text().split() if state.exists() else []
-state.write_text(" ".join([*runs, "x"]))
-if "BUG = True" in open("app.py").read():
-    sys.exit(1)
-rng = random.Random(f"{os.environ['FLAKE_SEED']}-{len(runs)}")
-sys.exit(1 if rng.random() < float(os.environ["FLAKE_EPS"]) else 0)
-"""
 
 TOOLS = {
     "git bisect run": None,
@@ -79,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.workdir or tempfile.mkdtemp(prefix="regress-bisect-merges-"))
     root.mkdir(parents=True, exist_ok=True)
-    (root / "probe.py").write_text(PROBE)
+    (root / "probe.py").write_text(FLAKY_PROBE)
     print(f"histories under {root}, {args.trials} trials per row\n")
     print(
         "| false-fail | tool | right | same as git | mean runs | max | mean(runs - git) | "

@@ -26,22 +26,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from git_bisect_run import real_git_bisect
+from git_bisect_run import FLAKY_PROBE, real_git_bisect
 
 from regress.bisect.search import EndpointError, SearchConfig, search
 from regress.bisect.verdicts import Verdict
-
-FLAKY_PROBE = """\
-import os, pathlib, random, subprocess, sys
-state = pathlib.Path(os.environ["FLAKE_STATE"])
-runs = state.read_text().split() if state.exists() else []
-head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-state.write_text(" ".join([*runs, head]))
-if "BUG = True" in open("app.py").read():
-    sys.exit(1)
-rng = random.Random(f"{os.environ['FLAKE_SEED']}-{len(runs)}")
-sys.exit(1 if rng.random() < float(os.environ["FLAKE_EPS"]) else 0)
-"""
 
 TOOLS = {
     "git bisect run": None,

@@ -1,4 +1,4 @@
-"""The baseline every bisect benchmark compares against: plain ``git bisect run`` in a clone."""
+"""What the bisect side-by-sides share: their flaky probe and the baseline, plain ``git bisect run``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,21 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+#: The probe every side-by-side runs under each tool: exits 1 where ``app.py`` has the bug, and on
+#: a good commit exits 1 anyway with probability ``FLAKE_EPS``; it logs each run (the commit tested)
+#: to ``FLAKE_STATE``, so runs are counted by the probe itself.
+FLAKY_PROBE = """\
+import os, pathlib, random, subprocess, sys
+state = pathlib.Path(os.environ["FLAKE_STATE"])
+runs = state.read_text().split() if state.exists() else []
+head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+state.write_text(" ".join([*runs, head]))
+if "BUG = True" in open("app.py").read():
+    sys.exit(1)
+rng = random.Random(f"{os.environ['FLAKE_SEED']}-{len(runs)}")
+sys.exit(1 if rng.random() < float(os.environ["FLAKE_EPS"]) else 0)
+"""
 
 
 def real_git_bisect(
