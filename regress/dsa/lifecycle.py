@@ -184,9 +184,18 @@ def iter_draft_loop(
     """
     import torch
 
-    bs = metadata.num_seqs
-    num_contexts = metadata.num_contexts
-    metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
+    bs = int(metadata.num_seqs)
+    num_contexts = int(metadata.num_contexts)
+    if hasattr(metadata, "prepare_for_spec_dec"):
+        metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
+        restore: Callable[[], None] = metadata.restore_from_spec_dec
+    else:  # an older interface.py without prepare_for_spec_dec: save and restore by hand
+        saved = (metadata._seq_lens, metadata._seq_lens_cuda)
+        metadata._seq_lens, metadata._seq_lens_cuda = saved[0].clone(), saved[1].clone()
+
+        def restore() -> None:
+            metadata._seq_lens, metadata._seq_lens_cuda = saved
+
     yield "draft_begin", None
     for i in range(max_draft_len):
         if i == 0:
@@ -216,7 +225,7 @@ def iter_draft_loop(
                 kv[:bs] += 1
         metadata.update_for_spec_dec()
         yield "draft_step", i
-    metadata.restore_from_spec_dec()
+    restore()
     metadata.on_update()
     yield "restore", None
 

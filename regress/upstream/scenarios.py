@@ -18,6 +18,7 @@ from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
 from regress.dsa.invariants import Violation, check_req_idx_map
+from regress.dsa.lifecycle import iter_draft_loop
 from regress.upstream.contracts import check_announced_width, check_slot_ownership
 from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
@@ -105,43 +106,13 @@ def target_forward(up: Upstream, layout: Layout) -> tuple[Any, FakeKVCacheManage
 
 
 def draft_loop(md: Any, *, max_draft_len: int, num_accepted: list[int]) -> Iterator[str]:
-    """The metadata side of one MTP-Eagle draft loop; yields after every draft step."""
-    import torch
+    """The metadata side of one MTP-Eagle draft loop; yields ``draft_step_<i>`` after every step.
 
-    bs = int(md.num_seqs)
-    num_ctx = int(md.num_contexts)
-    saved_kv = md.kv_lens_cuda[:bs].clone()
-    if hasattr(md, "prepare_for_spec_dec"):
-        md.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
-        restore: Callable[[], None] = md.restore_from_spec_dec
-    else:  # older interface.py: save and restore by hand
-        lens = (md._seq_lens, md._seq_lens_cuda)
-        md._seq_lens, md._seq_lens_cuda = lens[0].clone(), lens[1].clone()
-
-        def restore() -> None:
-            md._seq_lens, md._seq_lens_cuda = lens
-
-    for step in range(max_draft_len):
-        if step == 0:
-            md._seq_lens[:bs].fill_(1)
-            md._seq_lens_cuda[:bs].fill_(1)
-            md.on_update()
-            if hasattr(md, "host_request_types"):
-                md.host_request_types[:num_ctx].fill_(1)
-            md.num_contexts = 0
-            rejected = torch.tensor(
-                [max_draft_len - a for a in num_accepted[num_ctx:bs]], dtype=torch.int32
-            )
-            md.kv_lens_cuda[num_ctx:bs] -= rejected
-            md.update_for_spec_dec()
-        else:
-            md.kv_lens_cuda[:bs] += 1
-            md.update_for_spec_dec()
-        yield f"draft_step_{step}"
-    restore()
-    md.kv_lens_cuda[:bs].copy_(saved_kv)
-    md.num_contexts = num_ctx
-    md.on_update()
+    A view of :func:`regress.dsa.lifecycle.iter_draft_loop`, the one model of upstream's order.
+    """
+    for stage, step in iter_draft_loop(md, max_draft_len, num_accepted):
+        if stage == "draft_step":
+            yield f"draft_step_{step}"
 
 
 def _accepted(batch: int, k: int) -> list[int]:
