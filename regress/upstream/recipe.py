@@ -3,8 +3,9 @@
 Each probed commit of a TensorRT-LLM clone is checked out as is and judged by
 :func:`regress.upstream.check.run_check`. ``regress check`` says "contracts hold" (0) or "a
 contract is broken" (1); a commit that is not a TensorRT-LLM tree with DSA (2, e.g. before DSA
-existed) or that the sandbox cannot load (3) is untestable and becomes git bisect's skip (125),
-so the search steps around it instead of blaming it.
+existed) or that the check cannot judge (3: it does not import, exits or hangs while loading, or
+needs what the sandbox fakes) is untestable and becomes git bisect's skip (125), so the search
+steps around it instead of blaming it.
 """
 
 from __future__ import annotations
@@ -42,14 +43,19 @@ class SourceRecipe:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m regress.upstream.recipe [PATH] [--scenario NAME]``: one bisect probe."""
-    from regress.upstream.check import run_check
+    """``python -m regress.upstream.recipe [PATH] [--scenario NAME] [--timeout S]``: one probe.
+
+    The check runs in a child process (:mod:`regress.upstream.isolation`), so a commit whose code
+    exits or hangs while loading is a gap (skip), never a good or bad verdict.
+    """
+    from regress.upstream.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
 
     parser = argparse.ArgumentParser(prog="python -m regress.upstream.recipe")
     parser.add_argument("path", nargs="?", default=".")
     parser.add_argument("--scenario", action="append", default=None)
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
     args = parser.parse_args(argv)
-    report = run_check(Path(args.path), scenarios=args.scenario)
+    report = run_check_isolated(Path(args.path), scenarios=args.scenario, timeout=args.timeout)
     for line in report.lines():
         print(line, file=sys.stderr)
     return VERDICT.get(report.exit_code, SKIP)
