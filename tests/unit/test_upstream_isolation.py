@@ -22,6 +22,7 @@ from _upstream_trees import (
     breakage_line,
     broken_files,
     build_tree,
+    tree_files,
     write_files,
 )
 from click.testing import CliRunner
@@ -29,6 +30,7 @@ from click.testing import CliRunner
 from regress.cli import cli
 from regress.upstream.check import run_check
 from regress.upstream.isolation import report_from_json
+from regress.upstream.recipe import main as probe_main
 
 DSA_B = f"tensorrt_llm/{LAYOUT['B'][1]}"
 #: What each unloadable tree's cause must say, besides the upstream file and line.
@@ -132,3 +134,36 @@ def test_sigterm_takes_the_hanging_child_down_with_regress_check(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_bisect_steps_around_an_unloadable_commit_and_names_the_real_culprit(tmp_path):
+    """Commit 6 adds a syntax error (fixed in 7); 8 drops the map rebuild. In-process, 6 exited 1
+    ("bad") and the bisect named it; as a gap it is a skip, and the search finds 8."""
+    from regress.bisect.synthetic import write_history
+
+    commits, subjects = [], []
+    for i in range(12):
+        fix = "pre" if i >= 8 else "post"
+        files = broken_files("syntax_error", "B", fix) if i == 6 else tree_files("B", fix)
+        files["notes.txt"] = f"{i}\n"
+        commits.append(files)
+        subjects.append("drop the map rebuild" if i == 8 else f"change {i}")
+    shas = write_history(tmp_path / "trtllm", commits, subjects=subjects)
+    argv = [
+        sys.executable, "-m", "regress", "bisect", "run", "--repo", str(tmp_path / "trtllm"),
+        "--good", shas[0], "--bad", shas[-1], "--recipe", "trtllm-source",
+        "--cache-dir", str(tmp_path / "cache"), "--json", "-", "-q",
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    steps = {s["position"]: s["judged"] for s in result["steps"]}
+    assert steps.get(6) == ["skip"], steps  # the search did reach the unloadable commit
+    assert result["culprit"]["sha"] == shas[8]
+
+
+@pytest.mark.parametrize("how", ["os_exit", "hang"])
+def test_the_bisect_probe_skips_a_commit_that_exits_or_hangs_at_import(tmp_path, how):
+    """In-process, ``os._exit(0)`` made the probe say "good" (0); the hang never returned."""
+    tree = write_files(tmp_path, broken_files(how, "B", fix="pre"))
+    assert probe_main([str(tree), "--scenario", "req_idx_map", "--timeout", "2"]) == 125
