@@ -104,6 +104,8 @@ def _fake_named(exc: BaseException) -> str | None:
     """A fake that upstream's call did not fit: a missing attribute or a binding error."""
     if isinstance(exc, AttributeError):
         obj = getattr(exc, "obj", None)
+        if getattr(obj, "__regress_shell__", False):
+            return f"the package shell {obj.__name__} (its __init__ never ran) has no {exc.name!r}"
         module = type(obj).__module__ or ""
         if module.startswith(__package__ + ".") and module.rpartition(".")[2] in SANDBOX_MODULES:
             return f"the fake {type(obj).__name__} has no attribute {exc.name!r}"

@@ -3,6 +3,8 @@
 Registered from :mod:`regress.pytest_plugin`. Tests that take the ``trtllm_src`` fixture run the
 contract scenarios against that real TensorRT-LLM tree; without one they are collected and
 skipped with the reason, so a CPU CI that has no TensorRT-LLM checkout stays green and honest.
+Test paths inside the tree are upstream's own unit tests: they run through the sandbox, CUDA on
+the CPU (:mod:`regress.upstream.pytest_sandbox`).
 """
 
 from __future__ import annotations
@@ -32,3 +34,11 @@ def trtllm_src(pytestconfig: pytest.Config) -> Path:
     if not value:
         pytest.skip(f"no TensorRT-LLM source tree: pass --trtllm-src PATH or set {ENV_VAR}")
     return Path(value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("regress_trtllm_src") or os.environ.get(ENV_VAR)
+    if value:
+        from regress.upstream.pytest_sandbox import register
+
+        register(config, Path(value))

@@ -116,7 +116,9 @@ class Sandbox:
 
     def _shell(self, name: str) -> types.ModuleType:
         self.ledger.note("shell", name, "package __init__ not executed")
-        return types.ModuleType(name)
+        shell = types.ModuleType(name)
+        shell.__regress_shell__ = True  # a missing attribute here is the sandbox's (blame.py)
+        return shell
 
     def _stub(self, name: str) -> types.ModuleType:
         self.ledger.note("module-stub", name, "strict stub")

@@ -28,6 +28,7 @@ def build_req_idx_per_token(seq_lens, num_tokens):
 """
 REFRESH = {
     "pre": "",
+    "helper": "",  # the #16925 helper exists, but on_update_kv_lens() does not call it
     "post": (
         "        if self.num_tokens > 0:\n"
         "            self.req_idx_per_token[: self.num_tokens].copy_(\n"
@@ -94,7 +95,7 @@ def tree_files(era: str = "B", fix: str = "pre", guard: bool | None = None) -> d
     files[f"tensorrt_llm/{backends}/interface.py"] = interface
     files[f"tensorrt_llm/{backends}/trtllm.py"] = _part("trtllm.py")
     meta = _part("metadata.py").replace("{BACKENDS}", pkg)
-    meta = _fill(meta, "helper", HELPER if fix == "post" else "")
+    meta = _fill(meta, "helper", HELPER if fix in ("post", "helper") else "")
     meta = _fill(meta, "refresh", REFRESH[fix])
     if era == "C":
         meta = _fill(
@@ -130,8 +131,11 @@ def tree_files(era: str = "B", fix: str = "pre", guard: bool | None = None) -> d
     else:
         meta = _fill(meta, "indexer-import", "from .indexer import _compute_slot_mappings\n")
         files[f"tensorrt_llm/{dsa_dir}/indexer.py"] = _part("indexer.py")
+        exported = "DSAtrtllmAttentionMetadata" + (
+            ", build_req_idx_per_token" if fix in ("post", "helper") else ""
+        )
         files[f"tensorrt_llm/{dsa_dir}/__init__.py"] = (
-            init + "from .metadata import DSAtrtllmAttentionMetadata  # noqa: F401\n"
+            init + f"from .metadata import {exported}  # noqa: F401\n"
         )
     files[f"tensorrt_llm/{dsa}"] = meta
     if guard is None:
