@@ -30,7 +30,6 @@ from click.testing import CliRunner
 from regress.cli import cli
 from regress.upstream.check import run_check
 from regress.upstream.isolation import report_from_json
-from regress.upstream.recipe import main as probe_main
 
 DSA_B = f"tensorrt_llm/{LAYOUT['B'][1]}"
 #: What each unloadable tree's cause must say, besides the upstream file and line.
@@ -49,18 +48,22 @@ def _check(*args: str):
     return CliRunner().invoke(cli, ["check", *args])
 
 
+def _regress(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``regress`` in its own process: a check that ran the tree in-process could end pytest."""
+    argv = [sys.executable, "-m", "regress", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.parametrize("how", IMPORT_BREAKAGES)
 def test_a_tree_that_cannot_load_is_a_gap_naming_its_file_and_line(tmp_path, how):
     """Pre-fix trees: an in-process check exited 1 (or 0 with no report, or never) on these."""
     tree = write_files(tmp_path / "tree", broken_files(how, "B", fix="pre"))
     out = tmp_path / "report.json"
-    result = _check("--trtllm-src", str(tree), "--json", str(out), "--timeout", "2")
-    assert result.exit_code == 3, result.output
-    line = (
-        "" if how == "nul_bytes" else f":{breakage_line(how, 'B', 'pre')}"
-    )  # compile() names no line
-    assert f"sparse/dsa/metadata.py{line}" in result.output
-    assert CAUSES[how] in result.output
+    done = _regress("check", "--trtllm-src", str(tree), "--json", str(out), "--timeout", "2")
+    assert done.returncode == 3, done.stderr
+    line = f":{breakage_line(how, 'B', 'pre')}" if how != "nul_bytes" else ""  # no line for NUL
+    assert f"sparse/dsa/metadata.py{line}" in done.stderr
+    assert CAUSES[how] in done.stderr
     doc = json.loads(out.read_text())  # a report even when the tree ended the process
     assert doc["status"] == "gap" and doc["exit_code"] == 3 and doc["era"] == "B"
 
@@ -166,4 +169,6 @@ def test_bisect_steps_around_an_unloadable_commit_and_names_the_real_culprit(tmp
 def test_the_bisect_probe_skips_a_commit_that_exits_or_hangs_at_import(tmp_path, how):
     """In-process, ``os._exit(0)`` made the probe say "good" (0); the hang never returned."""
     tree = write_files(tmp_path, broken_files(how, "B", fix="pre"))
-    assert probe_main([str(tree), "--scenario", "req_idx_map", "--timeout", "2"]) == 125
+    argv = [sys.executable, "-m", "regress.upstream.recipe", str(tree), "--timeout", "2"]
+    done = subprocess.run([*argv, "--scenario", "req_idx_map"], capture_output=True, timeout=300)
+    assert done.returncode == 125, done.stderr
