@@ -162,12 +162,15 @@ IMPORT_BREAKAGES = {
     "hang": "while True: pass  # noqa: E701\n",
     "segfault": "import ctypes\n\nctypes.string_at(0)\n",  # compiled code crashing at import
 }
-#: Code put at the top of the DSA metadata's ``prepare()``: the first three make a sandbox fake
-#: fail under upstream's call (a gap); the last is upstream's own code failing on real inputs.
+#: Code put at the top of the DSA metadata's ``prepare()``: all but the last need what the
+#: sandbox fakes (a gap); the last is upstream's own code failing on real inputs (a verdict).
 RUN_BREAKAGES = {
     "fake_raises": "        self.kv_cache_manager.get_block_ids_per_seq([10_000])\n",
     "fake_signature": "        self.kv_cache_manager.get_block_ids_per_seq([0], stream=None)\n",
     "fake_attribute": "        self.kv_cache_manager.pool_layout_v2\n",
+    # a name a package __init__ would define (the sandbox never runs it): called, or read
+    "shell_name_call": "        from tensorrt_llm._torch import warmup_hook\n        warmup_hook()\n",
+    "shell_attribute": "        tensorrt_llm._torch.compiled_flag\n",
     "upstream_raises": "        self.req_idx_per_token[self.max_num_tokens + 1]\n",
 }
 _PREPARE = "    def prepare(self):\n        super().prepare()\n"
@@ -191,7 +194,7 @@ def breakage_line(how: str, era: str = "B", fix: str = "post") -> int:
     if how in IMPORT_BREAKAGES:
         last = IMPORT_BREAKAGES[how].rstrip("\n").splitlines()[-1]
     else:
-        last = RUN_BREAKAGES[how].rstrip("\n")
+        last = RUN_BREAKAGES[how].rstrip("\n").splitlines()[-1]
     return text.splitlines().index(last) + 1
 
 
