@@ -56,9 +56,7 @@ def main() -> int:
                 child, code = timed(cli, args.repeats)
                 inproc, code2 = timed([sys.executable, "-c", IN_PROCESS, src], args.repeats)
                 assert code == code2, (era, fix, code, code2)
-                print(
-                    f"| fake era {era} {fix}-fix | {code} | {_cell(child)} | {_cell(inproc)} |"
-                )
+                print(f"| fake era {era} {fix}-fix | {code} | {_cell(child)} | {_cell(inproc)} |")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -35,8 +35,8 @@ from regress.upstream.isolation import DEFAULT_TIMEOUT_S
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
-    help="The check runs in a child process; one that has not finished by then (a hang in "
-    "upstream code) is a gap, exit 3.",
+    help="Seconds the tree's code may run (loading and scenarios, in a child process; its start "
+    "and import torch are not counted) before the check is a gap, exit 3: a hang.",
 )
 @click.option("--json", "json_out", default=None, help="Write the report as JSON to FILE, or -.")
 @click.option(
