@@ -49,12 +49,10 @@ def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
     """Install :class:`SandboxedTests` when the run's test paths lie inside ``source``."""
     from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
 
-    try:
-        layout = resolve_source_tree(source)
-    except TrtllmLayoutError as exc:
-        raise pytest.UsageError(f"--trtllm-src: {exc}") from None
-    checkout = layout.package_dir.parent.resolve()
     cwd = Path(config.invocation_params.dir)
+    checkout = (source if source.is_absolute() else cwd / source).resolve()
+    if checkout.name == "tensorrt_llm":  # the package directory given instead of the checkout
+        checkout = checkout.parent
     inside = [_inside(a, checkout, cwd) for a in config.args]
     if not any(inside):
         return None  # regress's own tests that take the trtllm_src fixture
@@ -64,6 +62,10 @@ def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
             f"--trtllm-src {source}: {', '.join(outside)} lie outside the tree; run upstream's "
             "tests (paths inside it) and other tests in separate pytest runs"
         )
+    try:
+        layout = resolve_source_tree(checkout)
+    except TrtllmLayoutError as exc:
+        raise pytest.UsageError(f"--trtllm-src: {exc}") from None
     plugin = SandboxedTests(layout)
     config.pluginmanager.register(plugin, PLUGIN_NAME)
     plugin.start()
