@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +30,7 @@ from typing import Any
 
 from regress.acceptance.report import Report
 from regress.errors import UsageError
+from regress.files import file_lock, json_digest
 
 SCHEMA = 1
 HISTORY = "history.jsonl"
@@ -56,8 +55,7 @@ def configuration_of(report: Mapping) -> dict[str, Any]:
 
 def config_id(configuration: Mapping) -> str:
     """A short stable name of a configuration."""
-    blob = json.dumps(configuration, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
+    return json_digest(configuration, length=12)
 
 
 def normalize_date(text: str | None, *, now: dt.datetime | None = None) -> str:
@@ -145,18 +143,15 @@ class TrendStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot use trend store {self.directory}: {exc.strerror}; pass a writable --store"
-            ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(self.directory / LOCK))
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot use trend store {self.directory}: {exc.strerror}; pass a writable "
+                    "--store"
+                ) from exc
             yield
-        finally:
-            os.close(fd)  # closing releases the lock, as does the OS on kill -9
 
     def add(
         self,
