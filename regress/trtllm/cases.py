@@ -73,9 +73,6 @@ class ModelCase:
             chosen.update(self.blackwell_options)
         return chosen
 
-    def moe_backend_for(self, sm: int | None) -> str | None:
-        return self.spec_options(sm).get("moe_backend")
-
 
 DEEPSEEK_V32 = ModelCase(
     test_class="TestDeepSeekV32",
