@@ -155,6 +155,7 @@ def _bisect(
     watcher: _ProbeWatcher,
     **extra: Any,
 ) -> DemoBisect:
+    import regress.trtllm.probes  # noqa: F401 - registers the DeepGEMM assert probe
     from regress.bisect import BisectConfig, run_bisect
 
     config = BisectConfig(

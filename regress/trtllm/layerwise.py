@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import json
@@ -15,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from regress.dsa.announce import DEEPGEMM_ASSERT
-from regress.errors import MissingDependencyError
+from regress.errors import MissingDependencyError, UsageError
+
+#: The ``python -m`` entry point of the child process (a CLI module).
+CHILD = "regress.cli.child"
 
 # Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
 # runner.py) never announced seq_len_q > 1 GEN packs to the attention metadata, so DSA's
 # kv_lens_cuda_2d stayed one column wide and DeepGEMM aborted. The fix must stay confined to DSA:
 # non-DSA metadata keeps max_total_draft_tokens unset. A DeepGEMM host assertion may kill the
-# process, so each configuration runs in a child process (python -m regress.trtllm.layerwise) that
-# writes one JSON line per result as it goes.
+# process, so each configuration runs in a child process (python -m regress.cli.child layerwise)
+# that writes one JSON line per result as it goes.
 # Checked: runner.py @ 020cbd8a (no announcement yet) has Runner.__init__ with exactly the keyword
 # set passed below, create_run_pack(run_type, *, batch_size, request_id_begin, seq_len_q,
 # seq_len_kv_cache, kv_cache_manager, attn_workspace=None) returning a run_pack closure over
@@ -217,17 +219,52 @@ class ShapeCheck:
     load_format: str = "DUMMY"
 
     def argv(self) -> list[str]:
-        return [
-            "--model", self.model,
-            "--backend", self.backend,
-            "--batch-size", str(self.batch_size),
-            "--seq-len-q", ",".join(map(str, self.seq_len_q)),
-            "--seq-len-kv-cache", str(self.seq_len_kv_cache),
-            "--layer-indices", ",".join(map(str, self.layer_indices)),
-            "--tokens-per-block", str(self.tokens_per_block),
-            "--moe-backend", self.moe_backend,
-            "--load-format", self.load_format,
-        ]  # fmt: skip
+        """The check as child-process arguments; :meth:`from_argv` reads them back."""
+        out = []
+        for flag, (name, _) in _FLAGS.items():
+            value = getattr(self, name)
+            out += [flag, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+        return out
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> ShapeCheck:
+        """The check :meth:`argv` describes; flags left out keep their defaults.
+
+        Raises:
+            UsageError: an unknown flag, a flag without a value or a value of the wrong type.
+        """
+        if len(argv) % 2:
+            raise UsageError(f"layer-wise check arguments come in flag/value pairs: {list(argv)}")
+        kwargs: dict[str, Any] = {}
+        for flag, text in zip(argv[::2], argv[1::2], strict=True):
+            if flag not in _FLAGS:
+                raise UsageError(f"unknown layer-wise check flag {flag}: use {', '.join(_FLAGS)}")
+            name, parse = _FLAGS[flag]
+            try:
+                kwargs[name] = parse(text)
+            except ValueError as exc:
+                raise UsageError(f"{flag} {text!r}: {exc}") from exc
+        if "model" not in kwargs:
+            raise UsageError("the layer-wise check needs --model")
+        return cls(**kwargs)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
+#: Child-process flag -> (ShapeCheck field, parser).
+_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--model": ("model", str),
+    "--backend": ("backend", str),
+    "--batch-size": ("batch_size", int),
+    "--seq-len-q": ("seq_len_q", _ints),
+    "--seq-len-kv-cache": ("seq_len_kv_cache", int),
+    "--layer-indices": ("layer_indices", _ints),
+    "--tokens-per-block": ("tokens_per_block", int),
+    "--moe-backend": ("moe_backend", str),
+    "--load-format": ("load_format", str),
+}
 
 
 def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> None:
@@ -308,32 +345,13 @@ def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> No
         emit(result)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Child-process entry: run one ``ShapeCheck``, one JSON line per result on ``--out``."""
-    parser = argparse.ArgumentParser(prog="python -m regress.trtllm.layerwise")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--backend", default="dsa")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len-q", default="1,4")
-    parser.add_argument("--seq-len-kv-cache", type=int, default=2049)
-    parser.add_argument("--layer-indices", default="1")
-    parser.add_argument("--tokens-per-block", type=int, default=64)
-    parser.add_argument("--moe-backend", default="CUTLASS")
-    parser.add_argument("--load-format", default="DUMMY")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    check = ShapeCheck(
-        model=args.model,
-        backend=args.backend,
-        batch_size=args.batch_size,
-        seq_len_q=tuple(int(x) for x in args.seq_len_q.split(",")),
-        seq_len_kv_cache=args.seq_len_kv_cache,
-        layer_indices=tuple(int(x) for x in args.layer_indices.split(",")),
-        tokens_per_block=args.tokens_per_block,
-        moe_backend=args.moe_backend,
-        load_format=args.load_format,
-    )
-    out = Path(args.out)
+def run_to_file(check: ShapeCheck, out: Path) -> bool:
+    """Run ``check`` in this process, appending one JSON line per result to ``out``.
+
+    Each line is written as its result is known, so a DeepGEMM abort later in the run loses
+    nothing already measured. Returns whether every result was ok.
+    """
+    out = Path(out)
     failed = False
 
     def emit(result: ShapeResult) -> None:
@@ -343,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle.write(json.dumps(result.to_dict(), default=repr) + "\n")
 
     run_in_process(check, emit)
-    return 1 if failed else 0
+    return not failed
 
 
 Spawn = Callable[..., subprocess.CompletedProcess]
@@ -365,7 +383,7 @@ def run_in_subprocess(
     out = Path(out)
     out.unlink(missing_ok=True)
     proc = spawn(
-        [python, "-m", "regress.trtllm.layerwise", *check.argv(), "--out", str(out)],
+        [python, "-m", CHILD, "layerwise", *check.argv(), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -395,7 +413,3 @@ def run_in_subprocess(
             )
         )
     return results
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised in the child process
-    sys.exit(main())

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.eras import Settings, Upstream, all_values, plan_for
+from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 from regress.upstream.report import CheckReport
 from regress.upstream.scenarios import SCENARIOS, ScenarioResult
 from regress.upstream.shells import Sandbox
