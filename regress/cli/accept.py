@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
+from regress.acceptance.engines import engine_names
 from regress.cli.output import json_option
 
 _BAR_STEPS = 1000
@@ -63,7 +65,7 @@ class _ProgressBar:
 @click.command("accept")
 @click.option(
     "--engine",
-    type=click.Choice(["reference", "trtllm"]),
+    type=click.Choice(engine_names()),
     default="reference",
     show_default=True,
     help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
@@ -161,7 +163,7 @@ def accept(
     """
     from regress.acceptance.engines import get_engine
     from regress.acceptance.profile import profile
-    from regress.acceptance.prompts import load_prompt_file
+    from regress.acceptance.prompts import resolve_prompts
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
     from regress.files import STDOUT, check_output_path
@@ -183,15 +185,7 @@ def accept(
         seed=seed,
         sentinel=sentinel,
     )
-    if prompts_file is not None:
-        prompts = load_prompt_file(prompts_file, limit=num_prompts)
-    elif hasattr(adapter, "default_prompts"):
-        prompts = adapter.default_prompts(num_prompts)
-    else:
-        raise UsageError(f"the {engine} engine has no built-in prompts; pass --prompts FILE.jsonl")
-    tokenize = getattr(adapter, "tokenize", None)
-    if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
-        prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
+    prompts, prompts_label = resolve_prompts(adapter, prompts_file, num_prompts)
 
     with _ProgressBar() as on_progress:
         report = profile(
@@ -204,7 +198,7 @@ def accept(
             baseline=baseline,  # loaded (and checked) before the first run
             progress=on_progress,
             seed=seed,
-            config={"prompts": str(prompts_file) if prompts_file else "builtin"},
+            config={"prompts": prompts_label},
             allow_config_mismatch=allow_config_mismatch,
         )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from regress.acceptance.engines.trtllm import graph_batch_sizes as _graph_batch_sizes
 from regress.errors import EngineError, MissingDependencyError, UsageError
 
 
@@ -15,7 +14,12 @@ def graph_batch_sizes(max_batch: int) -> tuple[int, ...]:
     Powers of two up to the batch plus the batch itself: with ``enable_padding`` the tail wave of
     a run (80 prompts at batch 32 leave 16) still replays a graph instead of running eager.
     """
-    return tuple(_graph_batch_sizes(max_batch))
+    sizes = {max_batch}
+    n = 1
+    while n < max_batch:
+        sizes.add(n)
+        n *= 2
+    return tuple(sorted(sizes))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def acceptance_engine(spec: LlmSpec, *, llmapi: Any = None, engine_cls: Any = No
     same keys are overridden, its options still describe the run in the report).
     """
     if engine_cls is None:
-        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as engine_cls
+        from regress.trtllm.engine import TrtllmAcceptanceEngine as engine_cls
     llm_kwargs = to_llm_kwargs(spec, llmapi)
     llm_kwargs.pop("model")
     return engine_cls(

@@ -31,8 +31,6 @@ Prompt = Sequence[int] | str
 #: progress(done_requests, total_requests), called from the engine as requests finish.
 EngineProgress = Callable[[int, int], None]
 
-ENGINE_NAMES = ("reference", "trtllm")
-
 
 @runtime_checkable
 class AcceptanceEngine(Protocol):
@@ -54,16 +52,38 @@ class AcceptanceEngine(Protocol):
         ...
 
 
+EngineFactory = Callable[..., AcceptanceEngine]
+
+
+def _reference(**options) -> AcceptanceEngine:
+    from regress.acceptance.engines.reference import ReferenceAcceptanceEngine
+
+    return ReferenceAcceptanceEngine(**options)
+
+
+#: Engines by name. The profiler's own (the reference engine) is here; an engine of another
+#: package registers itself when imported (``regress.trtllm.engine`` registers ``trtllm``).
+_ENGINES: dict[str, EngineFactory] = {"reference": _reference}
+
+
+def register_engine(name: str, factory: EngineFactory) -> None:
+    """Make ``--engine NAME`` build ``factory(**options)``; a name is taken once."""
+    if _ENGINES.get(name, factory) is not factory:
+        raise ValueError(f"the acceptance engine {name!r} is registered already")
+    _ENGINES[name] = factory
+
+
+def engine_names() -> list[str]:
+    """Every registered engine, in registration order."""
+    return list(_ENGINES)
+
+
 def get_engine(name: str, **options) -> AcceptanceEngine:
     """Build an engine adapter by name; its heavy imports happen here, not at module import.
 
     Raises:
         UsageError: for an unknown engine name or options it does not take.
     """
-    if name == "reference":
-        from regress.acceptance.engines.reference import ReferenceAcceptanceEngine as cls
-    elif name == "trtllm":
-        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as cls
-    else:
-        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(ENGINE_NAMES)}")
-    return cls(**options)
+    if name not in _ENGINES:
+        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(_ENGINES)}")
+    return _ENGINES[name](**options)
