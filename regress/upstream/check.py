@@ -22,15 +22,11 @@ Progress = Callable[[str], None]
 
 def scenario_names() -> list[str]:
     """Every scenario ``--scenario`` accepts."""
-    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
-
-    return [*SCENARIOS, *LIFECYCLE_SCENARIOS]
+    return list(SCENARIOS)
 
 
 def _scenarios():
-    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
-
-    return {**SCENARIOS, **LIFECYCLE_SCENARIOS}
+    return dict(SCENARIOS)
 
 
 def run_check(

@@ -17,9 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "regress"
 
-#: What ``regress.bisect`` may import from the rest of regress: it is generic, like
+#: What ``regress.bisect`` may import from the rest of regress (the ground modules): it is generic, like
 #: mozregression's bisector; domain probes and recipes register themselves by name.
-BISECT_MAY_IMPORT = {"regress.errors", "regress.files"}
+BISECT_MAY_IMPORT = {"regress.errors", "regress.files", "regress.progress"}
 #: Entry points allowed to import the CLI.
 CLI_IMPORTERS = {"regress.__main__"}
 

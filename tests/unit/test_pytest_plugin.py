@@ -380,14 +380,15 @@ def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
 
 SENTINEL_TESTS = """
 import pytest
-from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
+from regress.dsa.lifecycle import draft_checkpoints
+from regress.reference.scenarios import make_dsa_metadata, prepare_layout
 
 @pytest.mark.parametrize("defects", [(), ("stale_req_idx",)], ids=["clean", "stale"])
 def test_loop(dsa_sentinel, defects):
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=defects)
     dsa_sentinel.attach(md)
     prepare_layout(md, [5] * 8)
-    for _ in draft_loop(md, max_draft_len=4, num_accepted=[4] * 8):
+    for _ in draft_checkpoints(md, 4, [5] * 8):
         pass
 """
 
