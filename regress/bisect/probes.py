@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, SKIP_EXIT_CODE, Cause
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
-
-#: git bisect run's "this commit cannot be tested" exit code (``git help bisect``, "bisect run").
-SKIP_EXIT_CODE = 125
 
 
 @dataclass

@@ -12,6 +12,7 @@ import click
 import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
 from regress.acceptance.engines import engine_names
 from regress.cli.output import json_option
+from regress.errors import FAILED, exit_codes_help
 
 _BAR_STEPS = 1000
 
@@ -62,7 +63,7 @@ class _ProgressBar:
             self._shown = target
 
 
-@click.command("accept")
+@click.command("accept", epilog=exit_codes_help("regress accept"))
 @click.option(
     "--engine",
     type=click.Choice(engine_names()),
@@ -157,10 +158,7 @@ def accept(
     baseline: str | None,
     allow_config_mismatch: bool,
 ) -> None:
-    """Profile MTP acceptance per batch size and judge it against batch 1.
-
-    Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error, 130 interrupted.
-    """
+    """Profile MTP acceptance per batch size and judge it against batch 1."""
     from regress.acceptance.engines import get_engine
     from regress.acceptance.profile import profile
     from regress.acceptance.prompts import resolve_prompts
@@ -222,4 +220,4 @@ def accept(
     if report.regressed:
         sizes = ", ".join(str(b) for b in report.regressed_batch_sizes) or "-"
         click.echo(f"regress accept: acceptance regression at batch size(s) {sizes}", err=True)
-        ctx.exit(1)
+        ctx.exit(FAILED)

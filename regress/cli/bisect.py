@@ -16,7 +16,7 @@ import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recip
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.output import emit
-from regress.errors import INTERRUPTED, UsageError
+from regress.errors import INTERRUPTED, UsageError, exit_codes_help
 from regress.files import check_output_path
 
 _D = defaults()
@@ -54,9 +54,8 @@ the mainline only). Metric probes run each commit until it is decided. Results
 are stored per commit and probe configuration (the content of the files the
 command names included): rerunning the same command resumes without repeating
 a probe, and a probe you edited starts afresh. Runs in which the probe could not
-run at all are never replayed. Exit codes: 0 culprit found, 3 inconclusive,
-2 bad input, 1 error, 130 interrupted (rerun to resume).
-"""
+run at all are never replayed. {exit_codes}
+""".format(exit_codes=exit_codes_help("regress bisect"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,10 +7,11 @@ import sys
 
 import click
 
+from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 from regress.upstream.check import ENV_VAR
 
 
-@click.command()
+@click.command(epilog=exit_codes_help("regress check"))
 @click.option(
     "--trtllm-src",
     "source",
@@ -35,8 +36,7 @@ def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None
 
     Nothing is built or installed: package __init__ files are skipped, compiled and GPU-only
     modules are strict stubs, CUDA allocations land on the CPU; the report lists every fake.
-    Exit 0: contracts hold; 1: a contract is broken; 2: not a TensorRT-LLM tree; 3: the sandbox
-    cannot load this tree (the missing piece is named).
+    When the sandbox cannot load the tree, the missing piece is named.
     """
     from regress.errors import UsageError
     from regress.files import STDOUT, check_output_path, write_atomic
@@ -51,7 +51,7 @@ def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None
     check_output_path(json_out, option="--json")
     report = run_check(source, scenarios=scenarios or None, settings=Settings(sm=sm))
     to_stdout = json_out == STDOUT
-    if not quiet or report.exit_code in (2, 3):
+    if not quiet or report.exit_code in (BAD_INPUT, UNFINISHED):
         for line in report.lines():
             click.echo(line, err=True)
     if json_out:

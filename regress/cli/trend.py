@@ -10,6 +10,7 @@ import sys
 import click
 
 from regress.cli.output import emit
+from regress.errors import exit_codes_help
 from regress.files import STDOUT, check_output_path
 
 _STORE_ENV = "REGRESS_TREND_STORE"
@@ -64,7 +65,7 @@ def add(
     click.echo(f"regress trend: {status} {commit[:12]} in {trend_store.path}", err=True)
 
 
-@trend.command("check")
+@trend.command("check", epilog=exit_codes_help("regress trend check"))
 @_store_option
 @click.option(
     "--metric",
@@ -121,8 +122,7 @@ def check(**opts) -> None:
     """Find change points in every series; exit 1 on an open regression, 0 otherwise.
 
     A fall in acceptance is a regression, a rise an improvement (never an alarm); a regression
-    the series has since recovered from is reported but does not alarm. Exit codes: 0 none,
-    1 regression, 2 bad input.
+    the series has since recovered from is reported but does not alarm.
     """
     from regress.errors import UsageError
     from regress.trend import detect as d

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from regress.errors import UsageError
+from regress.errors import FAILED, OK, UsageError
 from regress.trend.bisect import BisectPlan, plan_bisect
 from regress.trend.detect import ChangePoint, DetectorConfig, detect, open_regressions
 from regress.trend.series import Metric, Series, build_series, default_metrics
@@ -85,7 +85,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.alarms else 0
+        return FAILED if self.alarms else OK
 
     def to_dict(self) -> dict:
         return {

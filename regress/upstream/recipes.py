@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from regress.bisect.probes import SKIP_EXIT_CODE
+from regress.bisect.causes import SKIP_EXIT_CODE
 from regress.bisect.registry import register_recipe
 from regress.errors import MissingDependencyError, UsageError
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
