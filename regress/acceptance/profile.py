@@ -27,6 +27,7 @@ from regress.acceptance.verdicts import (
     sentinel_verdicts,
 )
 from regress.errors import EngineError, RegressError, UsageError
+from regress.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def profile(
     max_new_tokens: int,
     tolerance: float = 0.05,
     baseline: Baseline | str | os.PathLike | None = None,
-    progress: Callable[[ProfileProgress], None] | None = None,
+    progress: Progress[ProfileProgress] | None = None,
     seed: int = 0,
     n_boot: int = 1000,
     config: dict[str, Any] | None = None,

@@ -31,16 +31,9 @@ def _check_workdir(workdir: Path | None) -> None:
 
 def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
-    import time
-
     from regress.demo.trend import run_trend_demo
 
-    start = time.monotonic()
-
-    def say(where: str, message) -> None:
-        click.echo(f"[{time.monotonic() - start:4.0f}s] [{where}] {message}", err=True)
-
-    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=say)
+    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from regress.errors import FAILED, OK, UsageError
+from regress.progress import Progress
 from regress.trend.bisect import BisectPlan, plan_bisect
 from regress.trend.detect import ChangePoint, DetectorConfig, detect, open_regressions
 from regress.trend.series import Metric, Series, build_series, default_metrics
@@ -15,7 +16,7 @@ SCHEMA = 1
 
 
 @dataclass
-class Finding:
+class SeriesChange:
     """A change point of one series, placed between two nights' commits.
 
     Attributes:
@@ -72,11 +73,11 @@ class CheckResult:
     store: str
     config: DetectorConfig
     series: list[SeriesSummary] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[SeriesChange] = field(default_factory=list)
     since: str | None = None
 
     @property
-    def alarms(self) -> list[Finding]:
+    def alarms(self) -> list[SeriesChange]:
         return [f for f in self.findings if f.alarm]
 
     @property
@@ -112,7 +113,7 @@ def check_series(
     config: DetectorConfig,
     *,
     since: str | None = None,
-) -> list[Finding]:
+) -> list[SeriesChange]:
     """Change points of one series as findings (no bisects planned yet)."""
     steps = detect(series.values, direction=series.metric.direction, config=config)
     still_open = {s.index for s in open_regressions(steps, config.min_change)}
@@ -121,7 +122,7 @@ def check_series(
         first_bad = _night(series, step.index)
         is_open = step.index in still_open
         out.append(
-            Finding(
+            SeriesChange(
                 metric=series.metric.text,
                 configuration=series.configuration,
                 change=step,
@@ -143,7 +144,7 @@ def check_store(
     bisect: bool = False,
     bisect_options: Sequence[str] = (),
     bisect_threshold: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress[str] | None = None,
 ) -> CheckResult:
     """Check every configuration's series in ``store``.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from regress.errors import require_module
 from regress.files import write_atomic
-from regress.trend.check import Finding
+from regress.trend.check import SeriesChange
 from regress.trend.series import Series
 
 _INSTALL = "pip install matplotlib   (or: pip install 'regress[plot]')"
@@ -17,7 +17,7 @@ _INSTALL = "pip install matplotlib   (or: pip install 'regress[plot]')"
 
 def plot_series(
     series: Sequence[Series],
-    findings: Sequence[Finding],
+    findings: Sequence[SeriesChange],
     path: str | os.PathLike,
     *,
     dpi: int = 100,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from regress.progress import Progress
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.eras import Settings, Upstream, all_values, plan_for
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
@@ -16,8 +17,6 @@ from regress.upstream.shells import Sandbox
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
-
-Progress = Callable[[str], None]
 
 
 def scenario_names() -> list[str]:
@@ -34,7 +33,7 @@ def run_check(
     *,
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
-    progress: Progress | None = None,
+    progress: Progress[str] | None = None,
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
 
