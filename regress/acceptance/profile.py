@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -26,6 +25,7 @@ from regress.acceptance.verdicts import (
     reference_batch_size,
     sentinel_verdicts,
 )
+from regress.acceptance.workload import workload as measured_workload
 from regress.errors import EngineError, RegressError, UsageError
 from regress.progress import Progress
 
@@ -86,12 +86,6 @@ def _check_args(
             "(--num-prompts, --prompts FILE)"
         )
     return sizes
-
-
-def prompts_digest(prompts: Sequence[Prompt]) -> str:
-    """A short fingerprint of the prompts, so a baseline on other prompts is recognised."""
-    text = json.dumps([p if isinstance(p, str) else [int(t) for t in p] for p in prompts])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _run_engine(
@@ -231,12 +225,9 @@ def profile(
     if isinstance(baseline, str | os.PathLike):
         baseline_source = str(baseline)
         baseline = load_baseline(baseline)
-    workload = {
-        "max_draft_len": max_draft_len,
-        "max_new_tokens": max_new_tokens,
-        "num_prompts": len(prompts),
-        "prompts_digest": prompts_digest(prompts),
-    }
+    workload = measured_workload(
+        prompts, max_draft_len=max_draft_len, max_new_tokens=max_new_tokens
+    )
     mismatches: list[str] = []
     if isinstance(baseline, Report):
         mismatches = check_baseline_config(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from regress.acceptance.report import Report
+from regress.acceptance.workload import workload_of
 from regress.errors import UsageError
 from regress.files import file_lock, json_digest
 
@@ -38,18 +39,23 @@ LOCK = "history.lock"
 
 # engine options that do not change what is measured
 _IGNORED_ENGINE_KEYS = ("sentinel",)
-# config keys that do: two nights are one series only if all of these agree
-_CONFIG_KEYS = ("batch_sizes", "max_draft_len", "max_new_tokens", "num_prompts", "prompts", "seed")
+# config keys besides the workload that do: the batch sizes measured and the engine's seed
+_RUN_KEYS = ("batch_sizes", "seed")
 
 
 def configuration_of(report: Mapping) -> dict[str, Any]:
-    """What must agree for two nights to belong to one series (not the bootstrap or tolerance)."""
+    """What must agree for two nights to belong to one series (not the bootstrap or tolerance).
+
+    The engine and model, the batch sizes and seed, and the workload as
+    :mod:`regress.acceptance.workload` defines it for a baseline too (the prompts by content).
+    """
     engine = {k: v for k, v in report["engine"].items() if k not in _IGNORED_ENGINE_KEYS}
     config = report["config"]
     return {
         "engine": engine,
         "model": report["model"],
-        **{k: config.get(k) for k in _CONFIG_KEYS},
+        **{k: config.get(k) for k in _RUN_KEYS},
+        **workload_of(config),
     }
 
 
@@ -123,12 +129,19 @@ class Entry:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Entry:
+        """The entry of a stored line, its configuration derived afresh from its report.
+
+        Every line keeps its whole report, so a store written under an older definition of the
+        configuration groups by today's (the stored ``config_id`` is for other readers).
+        """
+        report = dict(data["report"])
+        configuration = configuration_of(report)
         return cls(
             commit=data["commit"],
             date=data["date"],
-            config_id=data["config_id"],
-            configuration=dict(data["configuration"]),
-            report=dict(data["report"]),
+            config_id=config_id(configuration),
+            configuration=configuration,
+            report=report,
             command=list(data["command"]) if data.get("command") else None,
             added=data.get("added", ""),
         )
