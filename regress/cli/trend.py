@@ -217,8 +217,7 @@ def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     from regress.errors import UsageError, require_module
     from regress.trend.check import check_store
     from regress.trend.detect import DetectorConfig
-    from regress.trend.plot import plot_series
-    from regress.trend.series import Metric, build_series, default_metrics
+    from regress.trend.plot import plot_series, plotted_series
     from regress.trend.store import TrendStore
 
     if output == STDOUT:
@@ -227,11 +226,5 @@ def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     require_module("matplotlib", purpose="regress trend plot", install="pip install matplotlib")
     trend_store = TrendStore(store)
     result = check_store(trend_store, metrics=metrics, config=DetectorConfig(seed=seed))
-    series = []
-    for entries in trend_store.by_configuration().values():
-        wanted = [Metric.parse(m) for m in metrics] or [
-            m for m in default_metrics(entries[-1].report) if "per_position" not in m.text
-        ]
-        series += [s for s in (build_series(entries, m) for m in wanted) if s and s.points]
-    plot_series(series, result.findings, output)
+    plot_series(plotted_series(trend_store, metrics), result.findings, output)
     click.echo(f"regress trend: plot written to {output}", err=True)

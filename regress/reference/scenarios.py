@@ -20,6 +20,7 @@ from regress.dsa.invariants import (
     snapshot_spec_state,
 )
 from regress.dsa.lifecycle import draft_checkpoints
+from regress.errors import UsageError
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.indexer import DeepGemmAssertion
 from regress.reference.layerwise import create_run_pack, run_generation_step
@@ -190,10 +191,26 @@ def layerwise_scenarios(
     yield "layerwise_dense_scope", dense_scope
 
 
+def _check_device(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
+            )
+
+
 def run_contract_battery(
     defects: Iterable[str] | None = None, device: str = "cpu"
 ) -> list[Violation]:
-    """Run every scenario and return all violations (empty on a correct implementation)."""
+    """Run every scenario and return all violations (empty on a correct implementation).
+
+    Raises:
+        UsageError: ``device`` is ``cuda`` and torch sees none (found now, not as a torch
+            traceback mid-battery).
+    """
+    _check_device(device)
     out: list[Violation] = []
     for source in (map_scenarios, layerwise_scenarios):
         for _name, run in source(defects, device):
