@@ -114,6 +114,65 @@ def _run_engine(
         ) from exc
 
 
+def _load_baseline(
+    baseline: Baseline | str | os.PathLike | None, workload: dict, *, allow_mismatch: bool
+) -> tuple[Baseline | None, str | None, list[str]]:
+    """The baseline (loaded if a path), its source, and how its workload differs (refused
+    unless ``allow_mismatch``), all before the first run."""
+    source = None
+    if isinstance(baseline, str | os.PathLike):
+        source = str(baseline)
+        baseline = load_baseline(baseline)
+    mismatches: list[str] = []
+    if isinstance(baseline, Report):
+        mismatches = check_baseline_config(
+            baseline, workload, source=source, allow_mismatch=allow_mismatch
+        )
+    return baseline, source, mismatches
+
+
+def _measure(
+    engine: AcceptanceEngine,
+    prompts: Sequence[Prompt],
+    *,
+    batch_size: int,
+    max_draft_len: int,
+    max_new_tokens: int,
+    on_requests: Callable[[int, int], None],
+    seed: int,
+    n_boot: int,
+) -> Run:
+    """One batch size: run the engine, check its traces, summarize, collect notes and the
+    sentinel's findings of this run."""
+    seen = len(getattr(engine, "sentinel_violations", None) or [])
+    on_requests(0, len(prompts))
+    start = time.perf_counter()
+    traces = _run_engine(
+        engine,
+        prompts,
+        batch_size=batch_size,
+        max_draft_len=max_draft_len,
+        max_new_tokens=max_new_tokens,
+        on_requests=on_requests,
+    )
+    wall = time.perf_counter() - start
+    traces = validate_traces(traces, max_draft_len, expected=len(prompts))
+    stats = summarize(
+        traces,
+        max_draft_len,
+        seed=seed,
+        n_boot=n_boot,
+        counters=getattr(engine, "last_counters", None),
+    )
+    notes = list(getattr(engine, "last_notes", None) or [])
+    if stats.censored_steps:
+        notes.append(f"{stats.censored_steps} verify step(s) with unknown accepted count left out")
+    violations = getattr(engine, "sentinel_violations", None)
+    run_sentinel = [_jsonable(v) for v in violations[seen:]] if violations is not None else None
+    on_requests(len(prompts), len(prompts))
+    return Run(batch_size, stats, round(wall, 3), notes, run_sentinel)
+
+
 def _plain(data: dict) -> dict:
     """JSON-plain copy (string keys, no tuples), so a saved report reads back equal."""
     return json.loads(json.dumps(data, default=str))
@@ -221,55 +280,32 @@ def profile(
         EngineError: the engine failed or returned inconsistent traces (exit 3).
     """
     sizes = _check_args(prompts, batch_sizes, max_draft_len, max_new_tokens, tolerance)
-    baseline_source = None
-    if isinstance(baseline, str | os.PathLike):
-        baseline_source = str(baseline)
-        baseline = load_baseline(baseline)
     workload = measured_workload(
         prompts, max_draft_len=max_draft_len, max_new_tokens=max_new_tokens
     )
-    mismatches: list[str] = []
-    if isinstance(baseline, Report):
-        mismatches = check_baseline_config(
-            baseline, workload, source=baseline_source, allow_mismatch=allow_config_mismatch
-        )
+    baseline, baseline_source, mismatches = _load_baseline(
+        baseline, workload, allow_mismatch=allow_config_mismatch
+    )
     sentinel_on = getattr(engine, "sentinel_violations", None) is not None
     runs: list[Run] = []
     for index, batch_size in enumerate(sizes):
-        seen = len(getattr(engine, "sentinel_violations", None) or [])
 
         def on_requests(done: int, total: int, _b: int = batch_size, _i: int = index) -> None:
             if progress is not None:
                 progress(ProfileProgress(_b, _i, len(sizes), done, total))
 
-        on_requests(0, len(prompts))
-        start = time.perf_counter()
-        traces = _run_engine(
-            engine,
-            prompts,
-            batch_size=batch_size,
-            max_draft_len=max_draft_len,
-            max_new_tokens=max_new_tokens,
-            on_requests=on_requests,
-        )
-        wall = time.perf_counter() - start
-        traces = validate_traces(traces, max_draft_len, expected=len(prompts))
-        stats = summarize(
-            traces,
-            max_draft_len,
-            seed=seed,
-            n_boot=n_boot,
-            counters=getattr(engine, "last_counters", None),
-        )
-        notes = list(getattr(engine, "last_notes", None) or [])
-        if stats.censored_steps:
-            notes.append(
-                f"{stats.censored_steps} verify step(s) with unknown accepted count left out"
+        runs.append(
+            _measure(
+                engine,
+                prompts,
+                batch_size=batch_size,
+                max_draft_len=max_draft_len,
+                max_new_tokens=max_new_tokens,
+                on_requests=on_requests,
+                seed=seed,
+                n_boot=n_boot,
             )
-        violations = getattr(engine, "sentinel_violations", None)
-        run_sentinel = [_jsonable(v) for v in violations[seen:]] if violations is not None else None
-        runs.append(Run(batch_size, stats, round(wall, 3), notes, run_sentinel))
-        on_requests(len(prompts), len(prompts))
+        )
 
     by_batch = {r.batch_size: r.stats for r in runs}
     sentinel = {r.batch_size: r.sentinel or [] for r in runs} if sentinel_on else None

@@ -135,6 +135,51 @@ def check_series(
     return out
 
 
+def _summary(
+    series: Series | None, metric: Metric, cid: str, config: DetectorConfig
+) -> SeriesSummary:
+    """One series as checked: nights and latest value; a note when too short to test."""
+    nights = len(series.points) if series else 0
+    latest = series.points[-1].value if series and nights else None
+    summary = SeriesSummary(metric.text, cid, nights, latest, metric.direction)
+    if nights < 2 * config.min_size:
+        summary.note = f"{nights} night(s); {2 * config.min_size} needed to find a change"
+    return summary
+
+
+def _plan_for(
+    finding: SeriesChange,
+    series: Series,
+    summary: SeriesSummary,
+    planned: set[tuple[str, str, str]],
+    options: Sequence[str],
+    threshold: bool,
+) -> None:
+    """Plan the bisect of an alarm, once per configuration and commit range (the first metric
+    that shows it); record why when none can be planned."""
+    key = (series.configuration, finding.last_good["commit"], finding.first_bad["commit"])
+    if not finding.alarm or key in planned:
+        return
+    if key[1] == key[2]:
+        summary.note = "a change between two nights of the same commit: not code"
+        return
+    planned.add(key)
+    entry = series.entries[finding.change.index]
+    c = finding.change
+    try:
+        finding.bisect = plan_bisect(
+            series.metric,
+            key[1],
+            key[2],
+            entry.report,
+            entry.command,
+            options,
+            levels=(c.before, c.after) if threshold else None,
+        )
+    except UsageError as exc:  # the alarm still stands; say why no bisect
+        finding.bisect_error = str(exc)
+
+
 def check_store(
     store: TrendStore,
     *,
@@ -174,45 +219,18 @@ def check_store(
     result = CheckResult(store=str(store.directory), config=config, since=since)
     planned: set[tuple[str, str, str]] = set()
     for cid, entries in groups.items():
-        wanted = chosen or default_metrics(entries[-1].report)
-        for metric in wanted:
+        for metric in chosen or default_metrics(entries[-1].report):
             series = build_series(entries, metric)
-            nights = len(series.points) if series else 0
-            summary = SeriesSummary(
-                metric.text,
-                cid,
-                nights,
-                series.points[-1].value if nights else None,
-                metric.direction,
-            )
+            summary = _summary(series, metric, cid, config)
             result.series.append(summary)
-            if nights < 2 * config.min_size:
-                summary.note = f"{nights} night(s); {2 * config.min_size} needed to find a change"
+            if summary.note:
                 continue
             if progress:
-                progress(f"{metric.text} [{cid}]: {nights} nights")
+                progress(f"{metric.text} [{cid}]: {summary.nights} nights")
             findings = check_series(series, config, since=since)
-            for finding in findings:
-                key = (cid, finding.last_good["commit"], finding.first_bad["commit"])
-                if bisect and finding.alarm and key not in planned:
-                    if key[1] == key[2]:
-                        summary.note = "a change between two nights of the same commit: not code"
-                    else:
-                        planned.add(key)
-                        entry = series.entries[finding.change.index]
-                        try:
-                            c = finding.change
-                            finding.bisect = plan_bisect(
-                                metric,
-                                key[1],
-                                key[2],
-                                entry.report,
-                                entry.command,
-                                bisect_options,
-                                levels=(c.before, c.after) if bisect_threshold else None,
-                            )
-                        except UsageError as exc:  # the alarm still stands; say why no bisect
-                            finding.bisect_error = str(exc)
+            if bisect:
+                for finding in findings:
+                    _plan_for(finding, series, summary, planned, bisect_options, bisect_threshold)
             result.findings.extend(findings)
     if chosen and not any(s.nights for s in result.series):
         raise UsageError(
