@@ -20,15 +20,18 @@ class CheckStatus(enum.StrEnum):
     PASS = "pass"
     REGRESSION = "regression"
 
+    @classmethod
+    def of(cls, regressed: bool) -> CheckStatus:
+        return cls.REGRESSION if regressed else cls.PASS
+
 
 @dataclass
 class Finding:
     """One check's outcome, with the numbers behind it so a reader can second-guess it.
 
     Named ``Finding``, not ``Verdict``: :class:`regress.bisect.verdicts.Verdict` is the bisect's
-    good/bad/skip enum, and one name means one thing across the package (so too
-    :class:`CheckStatus` beside the bisect's ``Status``). Reports keep the JSON key ``"verdicts"``
-    for their list of findings (schema 1).
+    good/bad/skip enum, and one name means one thing (so too :class:`CheckStatus`). Reports keep
+    the JSON key ``"verdicts"`` for their list of findings (schema 1).
 
     Attributes:
         check: which check (``batch_invariance``, ``conditional_decay``, ``baseline``,
@@ -194,9 +197,7 @@ def _finding(check: str, batch_size: int | None, rows: list[dict], extra: dict) 
         "first_regressed_depth": min(positions) if positions else None,
         "metrics": rows,
     }
-    return Finding(
-        check, batch_size, CheckStatus.REGRESSION if failed else CheckStatus.PASS, details
-    )
+    return Finding(check, batch_size, CheckStatus.of(failed), details)
 
 
 def reference_batch_size(batch_sizes: Sequence[int]) -> int:
@@ -298,7 +299,7 @@ def conditional_decay(
             Finding(
                 "conditional_decay",
                 b,
-                CheckStatus.REGRESSION if regressed else CheckStatus.PASS,
+                CheckStatus.of(regressed),
                 details,
             )
         )
@@ -376,7 +377,7 @@ def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference)
             Finding(
                 "upstream_min_al",
                 b,
-                CheckStatus.REGRESSION if regressed else CheckStatus.PASS,
+                CheckStatus.of(regressed),
                 details,
             )
         )
@@ -398,7 +399,5 @@ def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Findi
             "headline": f"{len(found)} violation(s): {', '.join(checks)}" if found else "clean",
             "regressed_metrics": [f"sentinel:{c}" for c in checks],
         }
-        verdicts.append(
-            Finding("sentinel", b, CheckStatus.REGRESSION if found else CheckStatus.PASS, details)
-        )
+        verdicts.append(Finding("sentinel", b, CheckStatus.of(found), details))
     return verdicts

@@ -219,11 +219,14 @@ class ShapeCheck:
     load_format: str = "DUMMY"
 
     def argv(self) -> list[str]:
-        """The check as child-process arguments; :meth:`from_argv` reads them back."""
+        """The check as child-process flags (``--batch-size 32``); :meth:`from_argv` reads them."""
         out = []
-        for flag, (name, _) in _FLAGS.items():
-            value = getattr(self, name)
-            out += [flag, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out += [
+                _flag(f.name),
+                ",".join(map(str, value)) if isinstance(value, tuple) else str(value),
+            ]
         return out
 
     @classmethod
@@ -231,40 +234,29 @@ class ShapeCheck:
         """The check :meth:`argv` describes; flags left out keep their defaults.
 
         Raises:
-            UsageError: an unknown flag, a flag without a value or a value of the wrong type.
+            UsageError: not flag/value pairs of known flags, a value of the wrong type, no model.
         """
-        if len(argv) % 2:
-            raise UsageError(f"layer-wise check arguments come in flag/value pairs: {list(argv)}")
+        fields = {_flag(f.name): f for f in dataclasses.fields(cls)}
+        if len(argv) % 2 or any(flag not in fields for flag in argv[::2]) or "--model" not in argv:
+            raise UsageError(f"give --model and flag/value pairs of {', '.join(fields)}: {argv}")
         kwargs: dict[str, Any] = {}
         for flag, text in zip(argv[::2], argv[1::2], strict=True):
-            if flag not in _FLAGS:
-                raise UsageError(f"unknown layer-wise check flag {flag}: use {', '.join(_FLAGS)}")
-            name, parse = _FLAGS[flag]
+            kind = str(fields[flag].type)
             try:
-                kwargs[name] = parse(text)
+                kwargs[fields[flag].name] = (
+                    tuple(int(x) for x in text.split(","))
+                    if kind.startswith("tuple")
+                    else int(text)
+                    if kind == "int"
+                    else text
+                )
             except ValueError as exc:
                 raise UsageError(f"{flag} {text!r}: {exc}") from exc
-        if "model" not in kwargs:
-            raise UsageError("the layer-wise check needs --model")
         return cls(**kwargs)
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(","))
-
-
-#: Child-process flag -> (ShapeCheck field, parser).
-_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "--model": ("model", str),
-    "--backend": ("backend", str),
-    "--batch-size": ("batch_size", int),
-    "--seq-len-q": ("seq_len_q", _ints),
-    "--seq-len-kv-cache": ("seq_len_kv_cache", int),
-    "--layer-indices": ("layer_indices", _ints),
-    "--tokens-per-block": ("tokens_per_block", int),
-    "--moe-backend": ("moe_backend", str),
-    "--load-format": ("load_format", str),
-}
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> None:
