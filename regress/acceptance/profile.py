@@ -88,32 +88,6 @@ def _check_args(
     return sizes
 
 
-def _run_engine(
-    engine: AcceptanceEngine,
-    prompts: Sequence[Prompt],
-    *,
-    batch_size: int,
-    max_draft_len: int,
-    max_new_tokens: int,
-    on_requests: Callable[[int, int], None],
-):
-    try:
-        return engine.run(
-            prompts,
-            batch_size=batch_size,
-            max_draft_len=max_draft_len,
-            max_new_tokens=max_new_tokens,
-            progress=on_requests,
-        )
-    except RegressError:
-        raise
-    except Exception as exc:
-        raise EngineError(
-            f"the {engine.name} engine failed at batch {batch_size}, K={max_draft_len}: "
-            f"{type(exc).__name__}: {exc}. Rerun that batch size alone to reproduce it."
-        ) from exc
-
-
 def _load_baseline(
     baseline: Baseline | str | os.PathLike | None, workload: dict, *, allow_mismatch: bool
 ) -> tuple[Baseline | None, str | None, list[str]]:
@@ -147,14 +121,21 @@ def _measure(
     seen = len(getattr(engine, "sentinel_violations", None) or [])
     on_requests(0, len(prompts))
     start = time.perf_counter()
-    traces = _run_engine(
-        engine,
-        prompts,
-        batch_size=batch_size,
-        max_draft_len=max_draft_len,
-        max_new_tokens=max_new_tokens,
-        on_requests=on_requests,
-    )
+    try:
+        traces = engine.run(
+            prompts,
+            batch_size=batch_size,
+            max_draft_len=max_draft_len,
+            max_new_tokens=max_new_tokens,
+            progress=on_requests,
+        )
+    except RegressError:
+        raise
+    except Exception as exc:
+        raise EngineError(
+            f"the {engine.name} engine failed at batch {batch_size}, K={max_draft_len}: "
+            f"{type(exc).__name__}: {exc}. Rerun that batch size alone to reproduce it."
+        ) from exc
     wall = time.perf_counter() - start
     traces = validate_traces(traces, max_draft_len, expected=len(prompts))
     stats = summarize(
