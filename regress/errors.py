@@ -34,11 +34,11 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         UNFINISHED: "engine error",
         INTERRUPTED: "interrupted (Ctrl-C)",
     },
-    "regress bisect": {
+    "regress bisect": {  # in the order its help states them: outcomes first
         OK: "culprit found",
-        FAILED: "error",
-        BAD_INPUT: "bad input",
         UNFINISHED: "inconclusive",
+        BAD_INPUT: "bad input",
+        FAILED: "error",
         INTERRUPTED: "interrupted (rerun to resume)",
     },
     "regress demo": {
@@ -72,7 +72,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
 def exit_codes_help(command: str) -> str:
     """One line for ``command``'s ``--help``: ``Exit codes: 0 no regression, 1 ...``."""
     codes = EXIT_CODES[command]
-    return "Exit codes: " + ", ".join(f"{c} {codes[c]}" for c in sorted(codes)) + "."
+    return "Exit codes: " + ", ".join(f"{c} {meaning}" for c, meaning in codes.items()) + "."
 
 
 def exit_codes_markdown() -> str:

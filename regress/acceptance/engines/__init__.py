@@ -10,11 +10,15 @@ reads with ``getattr`` after each run:
 * ``sentinel_violations``: the runtime DSA sentinel's findings so far, or None when it is off;
 * ``options``: a JSON-ready dict of how the engine was configured, for the report;
 
-and, as methods the CLI looks for:
+and, as methods :func:`regress.acceptance.prompts.resolve_prompts` looks for:
 
 * ``default_prompts(limit)``: prompts to use when ``--prompts`` is not given (may raise
   UsageError to demand a file);
 * ``tokenize(text)``: token ids of a text prompt, for engines that take ids only.
+
+Engines are built by name (:func:`get_engine`): the reference engine is the profiler's own, and
+an engine of another package registers itself when imported (:func:`register_engine`), so this
+package imports none of them.
 """
 
 from __future__ import annotations
