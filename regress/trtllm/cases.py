@@ -56,6 +56,10 @@ SHARE_AXIS = {"batch_sizes": (1, 8, 32), "draft_lens": (3, 4), "cuda_graph": (Tr
 #: #18660: with KV manager V2 the DSA indexer cache pool is outside admission; filling it aborts.
 POOL_FILL_DRAFT_LENS: tuple[int, ...] = (1, 3)
 POOL_FILL_BATCH = 32
+POOL_FILL_REQUESTS = 64
+# About 5,000 tokens of English text: long next to the pool, short of max_seq_len 8192 with
+# MAX_NEW_TOKENS left for the answer.
+POOL_FILL_PREFIX_CHARS = 20_000
 # Four full-length (8192-token) sequences' worth of KV: 32 requests of a ~5,000-token shared
 # prefix need several times that, so admission, not the pool, has to hold requests back.
 POOL_FILL_KV_TOKENS = 4 * 8192
