@@ -178,6 +178,8 @@ def record_reference(path: str | os.PathLike[str], key: str, entry: Mapping[str,
     text = target.read_text(encoding="utf-8") if target.exists() else ""
     block = yaml.safe_dump({key: dict(entry)}, sort_keys=False, default_flow_style=None)
     lines = text.splitlines(keepends=True)
+    if not before:  # an empty mapping (``{}``) keeps its comments and loses the marker
+        lines = [line for line in lines if not line.strip() or line.lstrip().startswith("#")]
     span = _entry_span(lines, key)
     if span is None:
         if lines and not lines[-1].endswith("\n"):
