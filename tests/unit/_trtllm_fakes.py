@@ -94,3 +94,126 @@ def flatten_llm_kwargs(kwargs):
         else:
             rows[name] = value
     return rows
+
+
+class FakeBuiltLLM:
+    """A ``tensorrt_llm.LLM`` that upstream's test already built: MTP with ``k`` drafts.
+
+    Each prompt's accepted counts come from its own seeded draw (the same at every batch size,
+    as greedy decoding is), ``conditional[d]`` the chance of accepting depth ``d + 1`` given
+    depth ``d``. With ``stale_above`` set, a request that shares the batch with more than that
+    many others keeps at most one draft token (the stale-map bug's shape); with ``dead``, no
+    draft is ever accepted (#18662). ``held`` are iteration stats of what ran before (upstream's
+    workload); ``get_stats`` drains, like the executor's queue.
+    """
+
+    def __init__(
+        self,
+        *,
+        k=3,
+        conditional=(0.87, 0.86, 0.83),
+        steps=40,
+        max_batch_size=2048,
+        stale_above=None,
+        dead=False,
+        held=(),
+        enable_attention_dp=False,
+    ):
+        from types import SimpleNamespace
+
+        self.args = SimpleNamespace(
+            model="/models/GLM-5.2-NVFP4",
+            max_batch_size=max_batch_size,
+            enable_attention_dp=enable_attention_dp,
+            speculative_config=SimpleNamespace(max_draft_len=k),
+        )
+        self.k, self.conditional, self.steps = k, conditional, steps
+        self.stale_above, self.dead = stale_above, dead
+        self.stats = list(held)
+        self.in_flight = self.max_in_flight = 0
+        self.shut_down = False
+
+    def _accepted(self, prompt):
+        import random
+
+        rng = random.Random(str(prompt))
+        out = []
+        for _ in range(self.steps):
+            a = 0
+            while a < self.k and rng.random() < self.conditional[a]:
+                a += 1
+            out.append(0 if self.dead else a)
+        return out
+
+    def generate_async(self, prompt, sampling_params=None, streaming=False):
+        assert streaming, "the sweep streams to see each step's accepted tokens"
+        return _FakeStream(self, self._accepted(prompt), sampling_params.kwargs["max_tokens"])
+
+    def get_stats(self, timeout):
+        stats, self.stats = self.stats, []
+        return stats
+
+    def shutdown(self):
+        self.shut_down = True
+
+
+class _FakeStream:
+    def __init__(self, llm, accepted, limit):
+        from types import SimpleNamespace
+
+        self.llm, self.limit, self.started = llm, limit, False
+        self.pending = [1] + [a + 1 for a in accepted]
+        self.output = SimpleNamespace(token_ids=[], finish_reason=None, request_perf_metrics=None)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        import asyncio
+        from types import SimpleNamespace
+
+        llm = self.llm
+        if not self.started:
+            self.started = True
+            llm.in_flight += 1
+            llm.max_in_flight = max(llm.max_in_flight, llm.in_flight)
+        if self.output.finish_reason is not None:
+            raise StopAsyncIteration
+        await asyncio.sleep(0)
+        n = self.pending.pop(0)
+        if llm.stale_above is not None and llm.in_flight > llm.stale_above and n > 2:
+            n = 2  # deep drafts read another request's indexer cache
+        n = min(n, self.limit - len(self.output.token_ids))
+        self.output.token_ids.extend([7] * n)
+        if len(self.output.token_ids) > 1:
+            llm.stats.append(
+                {
+                    "inflightBatchingStats": {"numScheduledRequests": llm.in_flight},
+                    "specDecodingStats": {
+                        "numDraftTokens": llm.k,
+                        "numAcceptedTokens": n - 1,
+                        "numRequestsWithDraftTokens": 1,
+                    },
+                }
+            )
+        if not self.pending or len(self.output.token_ids) >= self.limit:
+            self.output.finish_reason = "length"
+            llm.in_flight -= 1
+        return SimpleNamespace(outputs=[self.output])
+
+
+def fake_trtllm_package(monkeypatch):
+    """Install a stand-in ``tensorrt_llm`` (``SamplingParams`` only) for one test."""
+    import sys
+    import types
+
+    trt = types.ModuleType("tensorrt_llm")
+    trt.__version__ = "0.0-fake"
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    trt.SamplingParams = SamplingParams
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", trt)
+    return trt
