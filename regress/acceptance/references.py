@@ -102,6 +102,29 @@ def report_entry(report: Any) -> dict:
     return reference_entry(run.stats, workload, measured=measured)
 
 
+def check_reference_file(path: str | os.PathLike[str], key: str) -> Path:
+    """Refuse, before any work, a key or a reference file that could not be recorded.
+
+    Raises:
+        UsageError: an empty key, or a file that is not a writable YAML mapping.
+    """
+    from regress.files import check_output_path
+
+    if not key.strip() or "\n" in key:
+        raise UsageError(
+            f"reference key {key!r} must be one non-empty line, e.g. TestX::test_y[k4]"
+        )
+    target = _target(path)
+    check_output_path(target, option="--reference-yaml")
+    load_references(target)
+    return target
+
+
+def record_report_reference(path: str | os.PathLike[str], key: str, report: Any) -> Path:
+    """Record ``report``'s reference batch as ``key`` (see :func:`report_entry`)."""
+    return record_reference(path, key, report_entry(report))
+
+
 def _target(path: str | os.PathLike[str]) -> Path:
     """The file to update: a symlink is written through (its target), never replaced."""
     path = Path(path)

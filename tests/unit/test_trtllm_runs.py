@@ -238,3 +238,17 @@ def test_bad_prompt_files(tmp_path):
     bad.write_text(json.dumps({"turns": []}) + "\n")
     with pytest.raises(UsageError, match=r"bad\.jsonl:1"):
         load_prompt_set(bad)
+
+
+def test_shared_prefix_prompts_share_one_long_prefix():
+    from regress.trtllm.runs import shared_prefix_prompts
+
+    base = ["Explain DSA.", "Write a haiku about caches.", "List three primes."]
+    prompts = shared_prefix_prompts(base, count=7, prefix_chars=500)
+    assert len(set(prompts)) == 7  # every request its own, the base prompts cycled
+    prefix = prompts[0].split("\n\nQuestion 1:")[0]
+    assert 400 < len(prefix) <= 500 and not prefix.endswith(" ")
+    assert all(p.startswith(prefix + "\n\nQuestion ") for p in prompts)
+    assert prompts[4].endswith("Question 5: Write a haiku about caches.")
+    with pytest.raises(UsageError, match="text prompts"):
+        shared_prefix_prompts([[1, 2, 3]], count=2, prefix_chars=100)
