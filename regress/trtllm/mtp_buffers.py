@@ -15,7 +15,9 @@ is ``DSAtrtllmAttentionMetadata.use_expanded_buffers_for_mtp``, set in
 
 Both eras expand on sm90 for K > 1 (the sm90 kernel takes ``next_n`` 1 or 2), which is what
 :func:`check_arch_buffers` holds every build to; :func:`check_width` holds whichever buffer set
-is in use to the shape of the batch.
+is in use to the shape of the batch. The sm90 rule follows upstream's own comment ("sm90 still
+lacks native MTP support (seq_len 1/2 only)", with a TODO to drop the branch): revisit it when
+upstream's sm90 paged-MQA path takes a larger ``next_n``.
 """
 
 from __future__ import annotations
