@@ -144,6 +144,7 @@ def _baseline_record(baseline: Baseline, source: str | None, mismatches: list[st
             "ref_al": baseline.ref_al,
             "min_al": baseline.min_al,
             "batch_size": baseline.batch_size,
+            **({"config_mismatches": mismatches} if mismatches else {}),
         }
     return {
         "kind": "report",
@@ -240,6 +241,13 @@ def profile(
     if isinstance(baseline, Report):
         mismatches = check_baseline_config(
             baseline, workload, source=baseline_source, allow_mismatch=allow_config_mismatch
+        )
+    elif isinstance(baseline, UpstreamReference) and baseline.source:
+        # Imported here: references imports this module (prompts_digest).
+        from regress.acceptance.references import Workload, check_reference_workload
+
+        mismatches = check_reference_workload(
+            baseline, Workload(**workload), allow_mismatch=allow_config_mismatch
         )
     sentinel_on = getattr(engine, "sentinel_violations", None) is not None
     runs: list[Run] = []

@@ -223,6 +223,35 @@ def record_reference(path: str | os.PathLike[str], key: str, entry: Mapping[str,
     return write_atomic(target, updated)
 
 
+def check_reference_workload(
+    reference: UpstreamReference, workload: Workload, *, allow_mismatch: bool
+) -> list[str]:
+    """Refuse an entry of ours (it records its workload) measured on another workload.
+
+    ``regress accept --baseline FILE.yaml#KEY`` is an explicit choice, so an entry without a
+    workload (upstream's own) still applies, as before; an entry with one is held to it exactly
+    as a baseline report is (``regress.acceptance.baseline.check_baseline_config``).
+
+    Returns:
+        The mismatches (empty, or tolerated with ``allow_mismatch``), for the report.
+
+    Raises:
+        UsageError: the entry's workload differs and ``allow_mismatch`` is false (exit 2).
+    """
+    entry = load_references(reference.source).get(reference.key) or {}
+    recorded = entry.get("workload")
+    if not isinstance(recorded, Mapping):
+        return []
+    mismatches = workload.mismatches(recorded)
+    if mismatches and not allow_mismatch:
+        raise UsageError(
+            f"reference {reference.key} in {reference.source} was measured on another workload: "
+            f"{', '.join(mismatches)}; rerun on its workload, record one for this workload "
+            "(--record-reference), or pass --allow-config-mismatch to compare anyway"
+        )
+    return mismatches
+
+
 @dataclass
 class ReferenceLookup:
     """The reference a run is gated by, and why other candidate entries were not used.

@@ -84,3 +84,15 @@ def test_bad_keys_and_files_are_refused_before_the_run(synthetic, tmp_path, key,
     result = accept("--record-reference", key, "--reference-yaml", str(path))
     assert result.exit_code == 2 and message in result.stderr
     assert "profiling" not in result.stderr  # refused before any work
+
+
+def test_a_reference_of_another_workload_is_refused_as_a_baseline(synthetic, tmp_path):
+    """`--baseline FILE#KEY` with an entry of ours holds it to its workload, as a report is."""
+    path = tmp_path / "refs.yaml"
+    assert accept("--record-reference", KEY, "--reference-yaml", str(path)).exit_code == 0
+    refused = accept("--baseline", f"{path}#{KEY}", prompts=20)
+    assert refused.exit_code == 2
+    assert "measured on another workload: num_prompts=30 (this run: 20)" in refused.stderr
+    allowed = accept("--baseline", f"{path}#{KEY}", "--allow-config-mismatch", prompts=20)
+    assert allowed.exit_code in (0, 1), allowed.output
+    assert "baseline differs: num_prompts=30 (this run: 20)" in allowed.stderr
