@@ -12,6 +12,7 @@ from typing import Any
 
 from regress.acceptance.baseline import Baseline, check_baseline_config, load_baseline
 from regress.acceptance.engines import AcceptanceEngine, Prompt
+from regress.acceptance.references import check_reference_workload
 from regress.acceptance.report import Report, Run
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
@@ -25,6 +26,7 @@ from regress.acceptance.verdicts import (
     reference_batch_size,
     sentinel_verdicts,
 )
+from regress.acceptance.workload import Workload
 from regress.acceptance.workload import workload as measured_workload
 from regress.errors import EngineError, RegressError, UsageError
 from regress.progress import Progress
@@ -101,6 +103,11 @@ def _load_baseline(
     if isinstance(baseline, Report):
         mismatches = check_baseline_config(
             baseline, workload, source=source, allow_mismatch=allow_mismatch
+        )
+    elif isinstance(baseline, UpstreamReference) and baseline.source:
+        # An entry of ours (recorded with its workload) gates only that workload.
+        mismatches = check_reference_workload(
+            baseline, Workload(**workload), allow_mismatch=allow_mismatch
         )
     return baseline, source, mismatches
 
@@ -179,6 +186,7 @@ def _baseline_record(baseline: Baseline, source: str | None, mismatches: list[st
             "ref_al": baseline.ref_al,
             "min_al": baseline.min_al,
             "batch_size": baseline.batch_size,
+            **({"config_mismatches": mismatches} if mismatches else {}),
         }
     return {
         "kind": "report",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from regress.acceptance.engines import Prompt
 
@@ -25,14 +27,39 @@ def prompts_digest(prompts: Sequence[Prompt]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What an acceptance figure was measured on: the same K, output budget and prompts."""
+
+    max_draft_len: int
+    max_new_tokens: int
+    num_prompts: int
+    prompts_digest: str
+
+    @classmethod
+    def of(cls, prompts: Sequence[Prompt], *, max_new_tokens: int, max_draft_len: int) -> Workload:
+        return cls(max_draft_len, max_new_tokens, len(prompts), prompts_digest(prompts))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> Workload | None:
+        """From a report's config or an entry's ``workload``; None when a key is missing."""
+        if not isinstance(data, Mapping) or any(data.get(k) is None for k in WORKLOAD_KEYS):
+            return None
+        return cls(**{k: data[k] for k in WORKLOAD_KEYS})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in WORKLOAD_KEYS}
+
+    def mismatches(self, recorded: Mapping[str, Any]) -> list[str]:
+        """``["num_prompts=80 (this run: 8)", ...]``: where ``recorded`` differs from this one."""
+        return mismatches(recorded, self.to_dict())
+
+
 def workload(prompts: Sequence[Prompt], *, max_draft_len: int, max_new_tokens: int) -> dict:
     """The workload of a run, as its report's ``config`` records it."""
-    return {
-        "max_draft_len": max_draft_len,
-        "max_new_tokens": max_new_tokens,
-        "num_prompts": len(prompts),
-        "prompts_digest": prompts_digest(prompts),
-    }
+    return Workload.of(
+        prompts, max_draft_len=max_draft_len, max_new_tokens=max_new_tokens
+    ).to_dict()
 
 
 def workload_of(config: Mapping) -> dict:

@@ -67,6 +67,8 @@ class ShapeResult:
         metadata_class: the attention metadata class the runner built.
         max_total_draft_tokens: its value after the pack was prepared.
         kv_lens_2d_shape: ``kv_lens_cuda_2d.shape`` for DSA metadata.
+        buffer: the indexer buffer set the step reads (``regress.trtllm.mtp_buffers``).
+        sm: the GPU's compute capability, ``major * 10 + minor``.
     """
 
     backend: str
@@ -79,6 +81,8 @@ class ShapeResult:
     metadata_class: str | None = None
     max_total_draft_tokens: Any = None
     kv_lens_2d_shape: list[int] | None = None
+    buffer: str | None = None
+    sm: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -162,14 +166,22 @@ def default_spec_state(metadata: Any) -> dict[str, Any]:
 
 
 def check_metadata(metadata: Any, result: ShapeResult) -> None:
-    """Fill ``result`` with the metadata's class, shapes and contract violations."""
-    from regress.dsa.invariants import check_dense_untouched, check_kv_lens_2d_width
+    """Fill ``result`` with the metadata's class, shapes and contract violations.
+
+    DSA metadata is held to the width contract of the buffer set its step reads, and on sm90 to
+    the expanded set for K > 1 (``regress.trtllm.mtp_buffers``).
+    """
+    from regress.dsa.invariants import check_dense_untouched
+    from regress.trtllm import mtp_buffers
 
     result.metadata_class = f"{type(metadata).__module__}.{type(metadata).__qualname__}"
     result.max_total_draft_tokens = getattr(metadata, "max_total_draft_tokens", None)
     if hasattr(metadata, "kv_lens_cuda_2d"):
         result.kv_lens_2d_shape = [int(x) for x in metadata.kv_lens_cuda_2d.shape]
-        found = check_kv_lens_2d_width(metadata)
+        result.buffer = mtp_buffers.buffer_in_use(metadata)
+        found = mtp_buffers.check_width(metadata)
+        if result.sm is not None:
+            found += mtp_buffers.check_arch_buffers(metadata, result.sm)
     else:
         found = check_dense_untouched(default_spec_state(metadata), metadata)
     result.violations = [dataclasses.asdict(v) for v in found]
@@ -304,8 +316,9 @@ def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> No
         ),
     )
     workspace = torch.empty((0,), device="cuda", dtype=torch.int8)
+    major, minor = torch.cuda.get_device_capability(0)
     for seq_len_q in check.seq_len_q:
-        result = ShapeResult(check.backend, check.batch_size, seq_len_q)
+        result = ShapeResult(check.backend, check.batch_size, seq_len_q, sm=major * 10 + minor)
         try:
             pack = runner.create_run_pack(
                 "GEN",
