@@ -1,11 +1,8 @@
-"""The one exception family of regress; the CLI turns each into a message and an exit code.
+"""The one exception family of regress and the one exit-code table; the CLI turns each error into
+a message and an exit code.
 
-Exit codes (also in README.md):
-    0  success / no regression / culprit found
-    1  a regression was found (``accept``) or an internal error (``bisect``)
-    2  bad input: the user can fix the command line or the files it names
-    3  the engine failed (``accept``) or the bisect was inconclusive (``bisect``)
-  130  interrupted (Ctrl-C); a bisect resumes when rerun
+:data:`EXIT_CODES` says what each code means to each command. The CLI's help texts are made from
+it and the README's "Exit codes" table quotes it (``tests/unit/test_errors.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -16,8 +13,80 @@ import time
 import traceback
 from pathlib import Path
 
+#: Success: no regression, culprit found, contracts hold.
+OK = 0
+#: What the command looks for was found (a regression, a broken contract), or an error.
+FAILED = 1
+#: Bad input (:class:`UsageError`): the user can fix the command line or the files it names.
+BAD_INPUT = 2
+#: The work could not finish (:class:`EngineError`): the engine failed, a bisect was
+#: inconclusive, the sandbox cannot load a tree.
+UNFINISHED = 3
 #: Exit code of an interrupted command (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
+
+#: What each exit code means to each command (the README's "Exit codes" table).
+EXIT_CODES: dict[str, dict[int, str]] = {
+    "regress accept": {
+        OK: "no regression",
+        FAILED: "regression found",
+        BAD_INPUT: "bad input",
+        UNFINISHED: "engine error",
+        INTERRUPTED: "interrupted (Ctrl-C)",
+    },
+    "regress bisect": {  # in the order its help states them: outcomes first
+        OK: "culprit found",
+        UNFINISHED: "inconclusive",
+        BAD_INPUT: "bad input",
+        FAILED: "error",
+        INTERRUPTED: "interrupted (rerun to resume)",
+    },
+    "regress demo": {
+        OK: "both culprits match",
+        FAILED: "a culprit missed",
+        BAD_INPUT: "bad input",
+        INTERRUPTED: "interrupted (throwaway repository removed)",
+    },
+    "regress check": {
+        OK: "contracts hold",
+        FAILED: "a contract is broken",
+        BAD_INPUT: "not a TensorRT-LLM tree",
+        UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
+        INTERRUPTED: "interrupted",
+    },
+    "regress trend check": {
+        OK: "no open regression",
+        FAILED: "open regression",
+        BAD_INPUT: "bad input",
+        INTERRUPTED: "interrupted",
+    },
+    "other commands": {
+        OK: "success",
+        FAILED: "failure, contract violation, `junit summary --fail-on-new`",
+        BAD_INPUT: "bad input, rejected `/bot` comment, invalid test list",
+        INTERRUPTED: "interrupted",
+    },
+}
+
+
+def exit_codes_help(command: str) -> str:
+    """One line for ``command``'s ``--help``: ``Exit codes: 0 no regression, 1 ...``."""
+    codes = EXIT_CODES[command]
+    return "Exit codes: " + ", ".join(f"{c} {meaning}" for c, meaning in codes.items()) + "."
+
+
+def exit_codes_markdown() -> str:
+    """The README's table: a row per code, a column per command."""
+    codes = sorted({c for meanings in EXIT_CODES.values() for c in meanings})
+    heads = [f"`{name}`" if name.startswith("regress") else name for name in EXIT_CODES]
+
+    def row(cells: list[str]) -> str:
+        return "|" + "".join(f" {c} |" if c else " |" for c in cells)
+
+    lines = [row(["code", *heads]), row(["---"] * (len(heads) + 1))]
+    for code in codes:
+        lines.append(row([str(code), *(EXIT_CODES[name].get(code, "") for name in EXIT_CODES)]))
+    return "\n".join(lines)
 
 
 class RegressError(Exception):
@@ -26,7 +95,7 @@ class RegressError(Exception):
     Messages say what went wrong and what to do next; ``exit_code`` is what the CLI exits with.
     """
 
-    exit_code: int = 1
+    exit_code: int = FAILED
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)
@@ -37,13 +106,13 @@ class RegressError(Exception):
 class UsageError(RegressError):
     """Bad input: an unknown option value, a missing file, an impossible range."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
 
 
 class EngineError(RegressError):
     """The inference engine could not run (missing dependency, crash, bad checkpoint)."""
 
-    exit_code = 3
+    exit_code = UNFINISHED
 
 
 class MissingDependencyError(EngineError):

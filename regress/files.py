@@ -1,4 +1,4 @@
-"""Writing files the one way regress writes them: checked before the work, atomic, same mode.
+"""Files the one way regress handles them: checked before the work, atomic, locked, hashed.
 
 Every report, store record, JUnit file and config regress writes goes through :func:`write_atomic`
 (temp file in the same folder, fsync, rename), so a reader or a ``kill -9`` never sees half a file
@@ -6,14 +6,21 @@ and no temp file is left behind. Every output path a command accepts is checked 
 :func:`check_output_path` *before* the command does its work: an unwritable ``--json`` found after a
 20-minute run is a wasted run, and a write error is the user's to fix (exit 2), never a "regression
 found" (exit 1).
+
+The stores (the bisect's results, the nightly trend history) share the rest: :func:`file_lock` (an
+``flock`` the kernel drops with its holder, so ``kill -9`` leaves no stale lock), :func:`lock_held`
+and :func:`json_digest`, the short stable name of a JSON-ready value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +62,61 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int =
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int = 1) -> Path:
     """:func:`write_atomic` of ``data`` as sorted, indented JSON with a final newline."""
     return write_atomic(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file regress wrote (UTF-8)."""
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def json_digest(data: Any, *, length: int = 16) -> str:
+    """A stable short hash of a JSON-ready value: SHA-256 of its sorted, compact JSON.
+
+    Key order and whitespace never change it, so two equal configurations get one name.
+    """
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str], *, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created, with its folder) for the block.
+
+    The kernel drops the lock with the holder's last descriptor, so a process killed with -9
+    leaves none behind, and a reused pid cannot fake one the way it can a pid file.
+
+    Raises:
+        BlockingIOError: ``wait`` is false and another process holds the lock (on entering).
+        OSError: the lock file cannot be created or opened.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def lock_held(path: str | os.PathLike[str]) -> bool:
+    """Whether a live process holds the :func:`file_lock` on ``path``.
+
+    Opened read-only: asking needs no write access. A missing or unreadable lock file is not
+    held (nothing ever ran, or it is not ours to judge).
+    """
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
 
 
 def check_output_path(path: str | os.PathLike[str] | None, *, option: str) -> Path | None:

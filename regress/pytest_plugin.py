@@ -1,14 +1,22 @@
 """regress's pytest plugin (pytest11 entry point): gpu/trtllm markers, stage lists, waives, GPU pinning.
 
-It claims only what a project opted into. Installed, it adds ``--require-gpu``, ``--gpu-per-worker``
-and its ini keys, nothing else: an unrelated project's own ``gpu`` marker and its own
-``--test-list``/``--waives-file``/``--test-prefix`` options (TensorRT-LLM's
-``tests/integration/defs/conftest.py`` defines all three; registering them twice would abort its
-pytest runs) are left alone. A project opts in with ``regress = true`` in its pytest ini (this
-repository does, in ``pyproject.toml``) or ``-p regress.pytest_plugin``; then the plugin registers
-the ``gpu``/``trtllm`` markers and skips (never deselects) tests carrying them when the machine
-lacks what they need, and adds ``--test-list``/``--stage``/``--waives``/``--test-prefix``.
-``--require-gpu`` alone also turns the gate on, since asking for it is asking for the gate.
+It claims only what a project opted into. Installed but not opted into, it changes exactly this in
+any project pytest runs: two options, ``--require-gpu`` and ``--gpu-per-worker`` (group
+"regress"); two ini keys, ``regress`` and ``regress_gpu_per_worker``; and one fixture,
+``dsa_sentinel``, which does nothing unless a test requests it (a project's own fixture of that
+name wins, as conftest fixtures always beat plugin ones). Nothing else: no marker is registered or
+gated, so an unrelated project's own ``gpu`` marker keeps its meaning, and none of the options
+below exists, so a project defining ``--test-list``/``--waives-file``/``--test-prefix`` itself
+(TensorRT-LLM's ``tests/integration/defs/conftest.py`` defines all three; registering them twice
+would abort its pytest runs) is left alone.
+
+A project opts in with ``regress = true`` in its pytest ini (this repository does, in
+``pyproject.toml``) or ``-p regress.pytest_plugin``. Then the plugin also registers the
+``gpu``/``trtllm`` markers and skips (never deselects) tests carrying them when the machine lacks
+what they need; adds ``--test-list``/``--stage``/``--waives``/``--test-prefix``; and loads
+:mod:`regress.upstream.plugin`, the upstream contract tests' ``--trtllm-src`` option and
+``trtllm_src`` fixture (``-p regress.upstream.plugin`` loads that one alone). ``--require-gpu``
+alone also turns the gate on, since asking for it is asking for the gate.
 
 The list and waive machinery is registered as a separate plugin object only when ``--test-list``
 or ``--waives`` is given (the way pytest-xdist registers its distributed session only when
@@ -35,9 +43,8 @@ _PINNED = pytest.StashKey["str | None"]()
 #: The ini key a project sets to opt in, and the module name ``-p`` opts in with.
 OPT_IN_INI = "regress"
 PLUGIN_NAME = "regress.pytest_plugin"
-
-# --trtllm-src and the trtllm_src fixture: the upstream contract tests (regress check)
-pytest_plugins = ["regress.upstream.plugin"]
+#: --trtllm-src and the trtllm_src fixture (the upstream contract tests): loaded on opt-in only.
+UPSTREAM_PLUGIN = "regress.upstream.plugin"
 
 
 def _opted_in(pluginmanager: pytest.PytestPluginManager) -> bool:
@@ -86,6 +93,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     if not _opted_in(pluginmanager):
         return
+    pluginmanager.import_plugin(UPSTREAM_PLUGIN)  # pytest_addoption is historic: it runs at once
     group.addoption(
         "--test-list",
         dest="regress_test_list",

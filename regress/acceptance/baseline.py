@@ -6,6 +6,7 @@ import os
 
 from regress.acceptance.report import Report
 from regress.acceptance.verdicts import UpstreamReference
+from regress.acceptance.workload import mismatches
 from regress.errors import UsageError
 from regress.files import read_text
 
@@ -80,28 +81,10 @@ def load_baseline(spec: str | os.PathLike) -> Baseline:
     return Report.load(path)
 
 
-#: The workload facts a baseline must share with the run judged against it (``Report.config``
-#: keys): the same prompts, drafts and output budget, or the numbers answer another question.
-WORKLOAD_KEYS = ("max_draft_len", "max_new_tokens", "num_prompts", "prompts_digest")
-
-
 def config_mismatches(baseline: Report, config: dict) -> list[str]:
-    """The workload settings in which ``baseline`` differs from ``config``, one phrase each.
-
-    A key either side lacks (a report from before it was recorded) is not compared, nor are the
-    prompts' digests when their counts already differ (that says the same thing twice).
-
-    Returns:
-        e.g. ``["num_prompts=80 (this run: 8)"]``; empty when the baseline matches.
-    """
-    out = []
-    for key in WORKLOAD_KEYS:
-        theirs, ours = baseline.config.get(key), config.get(key)
-        if key == "prompts_digest" and any(m.startswith("num_prompts=") for m in out):
-            continue
-        if theirs is not None and ours is not None and theirs != ours:
-            out.append(f"{key}={theirs} (this run: {ours})")
-    return out
+    """The workload settings in which ``baseline`` differs from ``config`` (see
+    :func:`regress.acceptance.workload.mismatches`)."""
+    return mismatches(baseline.config, config)
 
 
 def check_baseline_config(

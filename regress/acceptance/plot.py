@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 from regress.acceptance.report import Report
 from regress.errors import UsageError, require_module
@@ -29,33 +30,8 @@ def _title(report: Report) -> tuple[str, str]:
     return title, "   ".join(parts)
 
 
-def plot_report(report: Report, path: str | os.PathLike, *, dpi: int = 100) -> Path:
-    """Draw per-position and conditional acceptance against draft depth and save a PNG.
-
-    Left panel: per-position acceptance (chance the first i drafts are all accepted) with its 95%
-    bootstrap band; right panel: conditional acceptance (chance draft i is accepted given the
-    earlier ones were). A batch-dependent bug shows as the batch > 1 line peeling away from batch 1
-    at the deepest positions, and as a falling right-hand line where batch 1's is flat. Baseline
-    runs, when the report has them, are dashed in their batch size's colour.
-
-    Uses matplotlib's object API on an Agg canvas (no pyplot), so it holds no global state and is
-    safe to call from parallel tests.
-
-    The PNG is written atomically with the same mode as every other file regress writes.
-
-    Raises:
-        MissingDependencyError: matplotlib is not installed.
-        UsageError: the file cannot be written.
-    """
-    require_module("matplotlib", purpose="--plot", install=_INSTALL)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    k = int(report.config.get("max_draft_len") or report.runs[0].stats.max_draft_len)
-    depths = list(range(1, k + 1))
-    fig = Figure(figsize=(11, 4.8), dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_pos, ax_cond = fig.subplots(1, 2, sharex=True)
+def _draw_runs(report: Report, depths: list[int], ax_pos: Any, ax_cond: Any) -> dict[int, str]:
+    """One line per run with its 95% band on each panel; returns each batch size's colour."""
     colors = {}
     failing = set(report.regressed_batch_sizes)
     for n, run in enumerate(report.runs):
@@ -85,31 +61,54 @@ def plot_report(report: Report, path: str | os.PathLike, *, dpi: int = 100) -> P
                 color=color,
                 alpha=0.15,
             )
-    baseline = report.baseline or {}
+    return colors
+
+
+def _draw_baseline(
+    baseline: dict, depths: list[int], colors: dict[int, str], ax_pos: Any, ax_cond: Any
+) -> None:
+    """The baseline report's runs, dashed in their batch size's colour."""
+    k = len(depths)
     for run in baseline.get("runs") or []:
         color = colors.get(run["batch_size"], "0.4")
         label = f"baseline batch {run['batch_size']} (AL {run['acceptance_length']:.2f})"
-        ax_pos.plot(
-            depths,
-            run["per_position"][:k],
-            ls="--",
-            marker="x",
-            color=color,
-            alpha=0.8,
-            label=label,
-        )
+        style = {"ls": "--", "marker": "x", "color": color, "alpha": 0.8, "label": label}
+        ax_pos.plot(depths, run["per_position"][:k], **style)
         cond = [
             (d, c) for d, c in zip(depths, run["conditional"][:k], strict=False) if c is not None
         ]
-        ax_cond.plot(
-            [d for d, _ in cond],
-            [c for _, c in cond],
-            ls="--",
-            marker="x",
-            color=color,
-            alpha=0.8,
-            label=label,
-        )
+        ax_cond.plot([d for d, _ in cond], [c for _, c in cond], **style)
+
+
+def plot_report(report: Report, path: str | os.PathLike, *, dpi: int = 100) -> Path:
+    """Draw per-position and conditional acceptance against draft depth and save a PNG.
+
+    Left panel: per-position acceptance (chance the first i drafts are all accepted) with its 95%
+    bootstrap band; right panel: conditional acceptance (chance draft i is accepted given the
+    earlier ones were). A batch-dependent bug shows as the batch > 1 line peeling away from batch 1
+    at the deepest positions, and as a falling right-hand line where batch 1's is flat. Baseline
+    runs, when the report has them, are dashed in their batch size's colour.
+
+    Uses matplotlib's object API on an Agg canvas (no pyplot), so it holds no global state and is
+    safe to call from parallel tests.
+
+    The PNG is written atomically with the same mode as every other file regress writes.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed.
+        UsageError: the file cannot be written.
+    """
+    require_module("matplotlib", purpose="--plot", install=_INSTALL)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    k = int(report.config.get("max_draft_len") or report.runs[0].stats.max_draft_len)
+    depths = list(range(1, k + 1))
+    fig = Figure(figsize=(11, 4.8), dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_pos, ax_cond = fig.subplots(1, 2, sharex=True)
+    colors = _draw_runs(report, depths, ax_pos, ax_cond)
+    _draw_baseline(report.baseline or {}, depths, colors, ax_pos, ax_cond)
     ax_pos.set_title("per-position acceptance: first i drafts all accepted")
     ax_pos.set_ylabel("fraction of verify steps")
     ax_cond.set_title("conditional acceptance: draft i | drafts before it")

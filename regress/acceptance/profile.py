@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 from regress.acceptance.baseline import Baseline, check_baseline_config, load_baseline
 from regress.acceptance.engines import AcceptanceEngine, Prompt
+from regress.acceptance.references import check_reference_workload
 from regress.acceptance.report import Report, Run
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
@@ -26,7 +26,10 @@ from regress.acceptance.verdicts import (
     reference_batch_size,
     sentinel_verdicts,
 )
+from regress.acceptance.workload import Workload
+from regress.acceptance.workload import workload as measured_workload
 from regress.errors import EngineError, RegressError, UsageError
+from regress.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -87,13 +90,29 @@ def _check_args(
     return sizes
 
 
-def prompts_digest(prompts: Sequence[Prompt]) -> str:
-    """A short fingerprint of the prompts, so a baseline on other prompts is recognised."""
-    text = json.dumps([p if isinstance(p, str) else [int(t) for t in p] for p in prompts])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+def _load_baseline(
+    baseline: Baseline | str | os.PathLike | None, workload: dict, *, allow_mismatch: bool
+) -> tuple[Baseline | None, str | None, list[str]]:
+    """The baseline (loaded if a path), its source, and how its workload differs (refused
+    unless ``allow_mismatch``), all before the first run."""
+    source = None
+    if isinstance(baseline, str | os.PathLike):
+        source = str(baseline)
+        baseline = load_baseline(baseline)
+    mismatches: list[str] = []
+    if isinstance(baseline, Report):
+        mismatches = check_baseline_config(
+            baseline, workload, source=source, allow_mismatch=allow_mismatch
+        )
+    elif isinstance(baseline, UpstreamReference) and baseline.source:
+        # An entry of ours (recorded with its workload) gates only that workload.
+        mismatches = check_reference_workload(
+            baseline, Workload(**workload), allow_mismatch=allow_mismatch
+        )
+    return baseline, source, mismatches
 
 
-def _run_engine(
+def _measure(
     engine: AcceptanceEngine,
     prompts: Sequence[Prompt],
     *,
@@ -101,9 +120,16 @@ def _run_engine(
     max_draft_len: int,
     max_new_tokens: int,
     on_requests: Callable[[int, int], None],
-):
+    seed: int,
+    n_boot: int,
+) -> Run:
+    """One batch size: run the engine, check its traces, summarize, collect notes and the
+    sentinel's findings of this run."""
+    seen = len(getattr(engine, "sentinel_violations", None) or [])
+    on_requests(0, len(prompts))
+    start = time.perf_counter()
     try:
-        return engine.run(
+        traces = engine.run(
             prompts,
             batch_size=batch_size,
             max_draft_len=max_draft_len,
@@ -117,6 +143,22 @@ def _run_engine(
             f"the {engine.name} engine failed at batch {batch_size}, K={max_draft_len}: "
             f"{type(exc).__name__}: {exc}. Rerun that batch size alone to reproduce it."
         ) from exc
+    wall = time.perf_counter() - start
+    traces = validate_traces(traces, max_draft_len, expected=len(prompts))
+    stats = summarize(
+        traces,
+        max_draft_len,
+        seed=seed,
+        n_boot=n_boot,
+        counters=getattr(engine, "last_counters", None),
+    )
+    notes = list(getattr(engine, "last_notes", None) or [])
+    if stats.censored_steps:
+        notes.append(f"{stats.censored_steps} verify step(s) with unknown accepted count left out")
+    violations = getattr(engine, "sentinel_violations", None)
+    run_sentinel = [_jsonable(v) for v in violations[seen:]] if violations is not None else None
+    on_requests(len(prompts), len(prompts))
+    return Run(batch_size, stats, round(wall, 3), notes, run_sentinel)
 
 
 def _plain(data: dict) -> dict:
@@ -144,6 +186,7 @@ def _baseline_record(baseline: Baseline, source: str | None, mismatches: list[st
             "ref_al": baseline.ref_al,
             "min_al": baseline.min_al,
             "batch_size": baseline.batch_size,
+            **({"config_mismatches": mismatches} if mismatches else {}),
         }
     return {
         "kind": "report",
@@ -195,7 +238,7 @@ def profile(
     max_new_tokens: int,
     tolerance: float = 0.05,
     baseline: Baseline | str | os.PathLike | None = None,
-    progress: Callable[[ProfileProgress], None] | None = None,
+    progress: Progress[ProfileProgress] | None = None,
     seed: int = 0,
     n_boot: int = 1000,
     config: dict[str, Any] | None = None,
@@ -226,58 +269,32 @@ def profile(
         EngineError: the engine failed or returned inconsistent traces (exit 3).
     """
     sizes = _check_args(prompts, batch_sizes, max_draft_len, max_new_tokens, tolerance)
-    baseline_source = None
-    if isinstance(baseline, str | os.PathLike):
-        baseline_source = str(baseline)
-        baseline = load_baseline(baseline)
-    workload = {
-        "max_draft_len": max_draft_len,
-        "max_new_tokens": max_new_tokens,
-        "num_prompts": len(prompts),
-        "prompts_digest": prompts_digest(prompts),
-    }
-    mismatches: list[str] = []
-    if isinstance(baseline, Report):
-        mismatches = check_baseline_config(
-            baseline, workload, source=baseline_source, allow_mismatch=allow_config_mismatch
-        )
+    workload = measured_workload(
+        prompts, max_draft_len=max_draft_len, max_new_tokens=max_new_tokens
+    )
+    baseline, baseline_source, mismatches = _load_baseline(
+        baseline, workload, allow_mismatch=allow_config_mismatch
+    )
     sentinel_on = getattr(engine, "sentinel_violations", None) is not None
     runs: list[Run] = []
     for index, batch_size in enumerate(sizes):
-        seen = len(getattr(engine, "sentinel_violations", None) or [])
 
         def on_requests(done: int, total: int, _b: int = batch_size, _i: int = index) -> None:
             if progress is not None:
                 progress(ProfileProgress(_b, _i, len(sizes), done, total))
 
-        on_requests(0, len(prompts))
-        start = time.perf_counter()
-        traces = _run_engine(
-            engine,
-            prompts,
-            batch_size=batch_size,
-            max_draft_len=max_draft_len,
-            max_new_tokens=max_new_tokens,
-            on_requests=on_requests,
-        )
-        wall = time.perf_counter() - start
-        traces = validate_traces(traces, max_draft_len, expected=len(prompts))
-        stats = summarize(
-            traces,
-            max_draft_len,
-            seed=seed,
-            n_boot=n_boot,
-            counters=getattr(engine, "last_counters", None),
-        )
-        notes = list(getattr(engine, "last_notes", None) or [])
-        if stats.censored_steps:
-            notes.append(
-                f"{stats.censored_steps} verify step(s) with unknown accepted count left out"
+        runs.append(
+            _measure(
+                engine,
+                prompts,
+                batch_size=batch_size,
+                max_draft_len=max_draft_len,
+                max_new_tokens=max_new_tokens,
+                on_requests=on_requests,
+                seed=seed,
+                n_boot=n_boot,
             )
-        violations = getattr(engine, "sentinel_violations", None)
-        run_sentinel = [_jsonable(v) for v in violations[seen:]] if violations is not None else None
-        runs.append(Run(batch_size, stats, round(wall, 3), notes, run_sentinel))
-        on_requests(len(prompts), len(prompts))
+        )
 
     by_batch = {r.batch_size: r.stats for r in runs}
     sentinel = {r.batch_size: r.sentinel or [] for r in runs} if sentinel_on else None

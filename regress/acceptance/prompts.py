@@ -1,11 +1,11 @@
-"""Prompt files for ``regress accept --prompts``: JSONL of token ids or text."""
+"""The prompts of a profile: ``--prompts`` JSONL files (token ids or text), or the engine's own."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from regress.acceptance.engines import Prompt
+from regress.acceptance.engines import AcceptanceEngine, Prompt
 from regress.errors import UsageError
 from regress.files import read_text
 
@@ -53,3 +53,36 @@ def load_prompt_file(path: str | os.PathLike, limit: int | None = None) -> list[
             f'prompts file {path} holds no prompts; one JSON object per line, e.g. {{"token_ids": [1, 2, 3]}}'
         )
     return prompts
+
+
+#: The report's ``config["prompts"]`` when the engine's built-in prompts were used.
+BUILTIN = "builtin"
+
+
+def resolve_prompts(
+    engine: AcceptanceEngine, path: str | os.PathLike | None, limit: int | None = None
+) -> tuple[list[Prompt], str]:
+    """The prompts to profile ``engine`` on, as token ids where the engine tokenizes, and a label.
+
+    A ``path`` wins; without one the engine's ``default_prompts(limit)`` are used (an engine
+    without built-in prompts demands a file). Text is tokenized here, before any work, so an
+    engine that refuses a prompt does so first.
+
+    Returns:
+        The prompts and what they are, for the report (the file's path, or :data:`BUILTIN`).
+
+    Raises:
+        UsageError: a bad prompts file, or no file for an engine without built-in prompts.
+    """
+    if path is not None:
+        prompts, label = load_prompt_file(path, limit=limit), str(path)
+    elif hasattr(engine, "default_prompts"):
+        prompts, label = engine.default_prompts(limit), BUILTIN
+    else:
+        raise UsageError(
+            f"the {engine.name} engine has no built-in prompts; pass --prompts FILE.jsonl"
+        )
+    tokenize = getattr(engine, "tokenize", None)
+    if tokenize is not None:
+        prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
+    return list(prompts), label

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from regress.acceptance.trace import RequestTrace, reach_counts, validate_traces
@@ -147,6 +147,17 @@ def slope(values: Sequence[float | None], weights: Sequence[float] | None = None
     return sum(w * (x - mx) * (y - my) for x, y, w in pts) / sxx
 
 
+def _reached(steps: int, reach: Sequence[int]) -> list[int]:
+    """Steps that reached each depth: all of them for the first draft, ``reach[i-1]`` after."""
+    return [steps, *reach[:-1]]
+
+
+def conditional_rates(steps: int, reach: Sequence[int]) -> list[float | None]:
+    """``conditional[i] = reach[i] / reach[i-1]`` (``reach[0] / steps`` first); None where no
+    step got that far. The one definition of conditional acceptance (see :data:`CONVENTIONS`)."""
+    return [r / d if d else None for r, d in zip(reach, _reached(steps, reach), strict=True)]
+
+
 def decay_slope(steps: int, reach: Sequence[int]) -> float | None:
     """Slope of conditional acceptance over draft depth, each depth weighted by its sample size.
 
@@ -154,9 +165,7 @@ def decay_slope(steps: int, reach: Sequence[int]) -> float | None:
     that far, which shrink with depth; weighting by them keeps a handful of lucky deep steps
     (a 1.000 from three samples) from dictating the slope.
     """
-    denominators = [steps, *reach[:-1]]
-    conditional = [r / d if d else None for r, d in zip(reach, denominators, strict=True)]
-    return slope(conditional, denominators)
+    return slope(conditional_rates(steps, reach), _reached(steps, reach))
 
 
 def upstream_acceptance_length(counters: Mapping[str, int] | None) -> float | None:
@@ -178,15 +187,38 @@ def upstream_acceptance_length(counters: Mapping[str, int] | None) -> float | No
 def _rates(steps: int, reach: Sequence[int]) -> tuple[float, list[float], list[float | None]]:
     """AL, per-position and conditional rates from pooled counts (``steps`` > 0)."""
     per_position = [r / steps for r in reach]
-    conditional: list[float | None] = []
-    for i, r in enumerate(reach):
-        prev = steps if i == 0 else reach[i - 1]
-        conditional.append(r / prev if prev else None)
-    return 1.0 + sum(reach) / steps, per_position, conditional
+    return 1.0 + sum(reach) / steps, per_position, conditional_rates(steps, reach)
 
 
 def _interval(samples: list[float]) -> list[float] | None:
     return [percentile(samples, 2.5), percentile(samples, 97.5)] if samples else None
+
+
+def _resamples(
+    groups: Sequence[Sequence[RequestCounts]], k: int, *, seed: int, n_boot: int
+) -> Iterator[list[tuple[int, list[int]]]]:
+    """Per bootstrap resample of the prompts, the pooled ``(steps, reach)`` of each group.
+
+    Requests, not steps, are resampled: steps of one prompt are correlated (same text, same
+    context), so treating steps as independent would make the intervals falsely narrow. The
+    groups (one run, or two runs over the same prompts) are resampled jointly: request ``j`` of
+    every group is drawn together, which is what pairs two runs.
+    """
+    rng = random.Random(seed)
+    n = len(groups[0])
+    for _ in range(n_boot):
+        picks = rng.choices(range(n), k=n)
+        pooled = []
+        for requests in groups:
+            steps = 0
+            reach = [0] * k
+            for j in picks:
+                steps += requests[j].steps
+                rj = requests[j].reach
+                for i in range(k):
+                    reach[i] += rj[i]
+            pooled.append((steps, reach))
+        yield pooled
 
 
 def _bootstrap(
@@ -194,26 +226,13 @@ def _bootstrap(
 ) -> tuple[list[float] | None, list, list, list[float] | None]:
     """Percentile-bootstrap CIs over prompts for AL, each position, each conditional and the slope.
 
-    Requests, not steps, are resampled: steps of one prompt are correlated (same text, same
-    context), so treating steps as independent would make the intervals falsely narrow. An
-    interval is None when no resample defined the quantity.
+    An interval is None when no resample defined the quantity.
     """
-    rng = random.Random(seed)
-    n = len(requests)
-    steps_of = [r.steps for r in requests]
-    reach_of = [r.reach for r in requests]
     al: list[float] = []
     pos: list[list[float]] = [[] for _ in range(k)]
     cond: list[list[float]] = [[] for _ in range(k)]
     slopes: list[float] = []
-    for _ in range(n_boot):
-        steps = 0
-        reach = [0] * k
-        for j in rng.choices(range(n), k=n):
-            steps += steps_of[j]
-            rj = reach_of[j]
-            for i in range(k):
-                reach[i] += rj[i]
+    for ((steps, reach),) in _resamples([requests], k, seed=seed, n_boot=n_boot):
         if steps == 0:
             continue
         a, p, c = _rates(steps, reach)
@@ -340,24 +359,10 @@ def paired_drop_intervals(
     if run.max_draft_len != k or not ref_by or ref_by.keys() != run_by.keys() or None in ref_by:
         return None
     keys = sorted(ref_by)
-    a_steps = [ref_by[p].steps for p in keys]
-    a_reach = [ref_by[p].reach for p in keys]
-    b_steps = [run_by[p].steps for p in keys]
-    b_reach = [run_by[p].reach for p in keys]
-    rng = random.Random(seed)
-    n = len(keys)
+    groups = [[ref_by[p] for p in keys], [run_by[p] for p in keys]]
     names = ["acceptance_length", *(f"per_position[{i + 1}]" for i in range(k))]
     samples: dict[str, list[float]] = {name: [] for name in [*names, "conditional_slope"]}
-    for _ in range(n_boot):
-        sa = sb = 0
-        ra = [0] * k
-        rb = [0] * k
-        for j in rng.choices(range(n), k=n):
-            sa += a_steps[j]
-            sb += b_steps[j]
-            for i in range(k):
-                ra[i] += a_reach[j][i]
-                rb[i] += b_reach[j][i]
+    for (sa, ra), (sb, rb) in _resamples(groups, k, seed=seed, n_boot=n_boot):
         if not sa or not sb:
             continue
         al_a, pos_a, _ = _rates(sa, ra)

@@ -14,11 +14,15 @@ from regress.acceptance.stats import RunStats, paired_drop_intervals
 EPS = 1e-9
 
 
-class Status(enum.StrEnum):
+class CheckStatus(enum.StrEnum):
     """Outcome of one check; compares equal to its string value ("pass", "regression")."""
 
     PASS = "pass"
     REGRESSION = "regression"
+
+    @classmethod
+    def of(cls, regressed: bool) -> CheckStatus:
+        return cls.REGRESSION if regressed else cls.PASS
 
 
 @dataclass
@@ -26,8 +30,8 @@ class Finding:
     """One check's outcome, with the numbers behind it so a reader can second-guess it.
 
     Named ``Finding``, not ``Verdict``: :class:`regress.bisect.verdicts.Verdict` is the bisect's
-    good/bad/skip enum, and one name means one thing across the package. Reports keep the JSON
-    key ``"verdicts"`` for their list of findings (schema 1).
+    good/bad/skip enum, and one name means one thing (so too :class:`CheckStatus`). Reports keep
+    the JSON key ``"verdicts"`` for their list of findings (schema 1).
 
     Attributes:
         check: which check (``batch_invariance``, ``conditional_decay``, ``baseline``,
@@ -39,12 +43,12 @@ class Finding:
 
     check: str
     batch_size: int | None
-    status: Status
+    status: CheckStatus
     details: dict = field(default_factory=dict)
 
     @property
     def regressed(self) -> bool:
-        return self.status == Status.REGRESSION
+        return self.status == CheckStatus.REGRESSION
 
     def to_dict(self) -> dict:
         return {
@@ -57,7 +61,10 @@ class Finding:
     @classmethod
     def from_dict(cls, data: Mapping) -> Finding:
         return cls(
-            data["check"], data.get("batch_size"), Status(data["status"]), data.get("details", {})
+            data["check"],
+            data.get("batch_size"),
+            CheckStatus(data["status"]),
+            data.get("details", {}),
         )
 
     def summary(self) -> str:
@@ -190,7 +197,7 @@ def _finding(check: str, batch_size: int | None, rows: list[dict], extra: dict) 
         "first_regressed_depth": min(positions) if positions else None,
         "metrics": rows,
     }
-    return Finding(check, batch_size, Status.REGRESSION if failed else Status.PASS, details)
+    return Finding(check, batch_size, CheckStatus.of(failed), details)
 
 
 def reference_batch_size(batch_sizes: Sequence[int]) -> int:
@@ -290,7 +297,10 @@ def conditional_decay(
         }
         verdicts.append(
             Finding(
-                "conditional_decay", b, Status.REGRESSION if regressed else Status.PASS, details
+                "conditional_decay",
+                b,
+                CheckStatus.of(regressed),
+                details,
             )
         )
     return verdicts
@@ -364,7 +374,12 @@ def against_upstream(runs: Mapping[int, RunStats], reference: UpstreamReference)
             "regressed_metrics": ["acceptance_length"] if regressed else [],
         }
         verdicts.append(
-            Finding("upstream_min_al", b, Status.REGRESSION if regressed else Status.PASS, details)
+            Finding(
+                "upstream_min_al",
+                b,
+                CheckStatus.of(regressed),
+                details,
+            )
         )
     return verdicts
 
@@ -384,7 +399,5 @@ def sentinel_verdicts(violations: Mapping[int, Sequence[Mapping]]) -> list[Findi
             "headline": f"{len(found)} violation(s): {', '.join(checks)}" if found else "clean",
             "regressed_metrics": [f"sentinel:{c}" for c in checks],
         }
-        verdicts.append(
-            Finding("sentinel", b, Status.REGRESSION if found else Status.PASS, details)
-        )
+        verdicts.append(Finding("sentinel", b, CheckStatus.of(found), details))
     return verdicts

@@ -16,6 +16,9 @@ CAUSE = "cause"
 #: ``Outcome.details`` key of a run in which the probe did not run at all; its value says why.
 DID_NOT_RUN = "did_not_run"
 
+#: git bisect run's "this commit cannot be tested" exit code (``git help bisect``, "bisect run").
+SKIP_EXIT_CODE = 125
+
 #: Exit statuses with which a POSIX shell says it could not run the command at all.
 SHELL_NOT_RUN = {126: "not executable", 127: "command not found"}
 

@@ -8,13 +8,12 @@ a usage error (exit 2) raised before anything is written or run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any
 
-from regress.bisect.probes import DEFAULT_SIGNATURE
+from regress.bisect import registry
 from regress.bisect.search import SearchConfig
 from regress.errors import UsageError
-
-PROBES = ("exit-code", "assert", "metric", "pytest")
 
 
 @dataclass
@@ -25,8 +24,8 @@ class BisectConfig:
     bad: str
     command: list[str]
     repo: str = "."
-    probe: str = "exit-code"  # exit-code | assert | metric | pytest
-    signature: str = DEFAULT_SIGNATURE
+    probe: str = "exit-code"  # a registered probe (registry.probe_names())
+    signature: str | None = None  # assert probe; None: the registered probe's default
     crash_is_bad: bool = False
     metric: str | None = None
     metric_regex: str | None = None
@@ -35,21 +34,21 @@ class BisectConfig:
     # caps: runs per endpoint, first runs per commit, most runs per commit
     metric_runs: tuple[int, int, int] = (10, 1, 10)
     flaky: bool = False
-    confidence: float = 0.99
-    false_pass: bool | None = None
-    endpoint_runs: int = 1
-    verify_runs: int = 0
-    confirm: bool = True
-    max_probes: int | None = None
+    confidence: float = SearchConfig.confidence
+    false_pass: bool | None = SearchConfig.false_pass
+    endpoint_runs: int = SearchConfig.endpoint_runs
+    verify_runs: int = SearchConfig.verify_runs
+    confirm: bool = SearchConfig.confirm
+    max_probes: int | None = SearchConfig.max_probes
     find_fix: bool = False
     first_parent: bool = False
-    jobs: int = 1
+    jobs: int | None = None  # None: one per --gpus entry, else 1
     gpus: list[str] | None = None
     launcher: list[str] = field(default_factory=list)
     build: str | None = None
     timeout: float | None = None
     overlays: list[str] = field(default_factory=list)
-    recipe: str | None = None  # trtllm | trtllm-precompiled | trtllm-source
+    recipe: str | None = None  # a registered recipe (registry.recipe_names())
     wheel: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
@@ -58,15 +57,18 @@ class BisectConfig:
 
     def __post_init__(self) -> None:
         self.metric_runs = tuple(self.metric_runs)  # a stored session has a JSON list
+        if self.jobs is None:
+            self.jobs = len(self.gpus) if self.gpus else 1
         self.validate()
 
     def validate(self) -> None:
         """Refuse values no bisect can run with (usage error, exit 2)."""
-        # The trtllm-source recipe supplies its own probe (`regress check` in each worktree).
-        if not self.command and self.recipe != "trtllm-source":
+        # A recipe may supply its own probe command (trtllm-source: `regress check`).
+        recipe = registry.make_recipe(self.recipe, self) if self.recipe else None
+        if not self.command and not (recipe and recipe.command()):
             raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")
-        if self.probe not in PROBES:
-            raise UsageError(f"unknown --probe {self.probe!r}: use one of {', '.join(PROBES)}")
+        if self.probe not in registry.probe_names():
+            registry.make_probe(self.probe, self)  # raises, naming the registered probes
         if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
             raise UsageError(
                 f"--timeout {self.timeout}: give a positive number of seconds, or leave it out"
@@ -104,6 +106,17 @@ class BisectConfig:
             f"commits, so no round can probe more than {useful} at once"
         )
         return replace(self, jobs=useful, gpus=self.gpus[:useful] if self.gpus else None), note
+
+
+def defaults() -> dict[str, Any]:
+    """Every option's default, by field name: the one place the CLI takes its defaults from."""
+    out = {}
+    for f in fields(BisectConfig):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 def search_config(c: BisectConfig, *, metric: bool = False) -> SearchConfig:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from regress.bisect.causes import CAUSE, Cause
+from regress.bisect.causes import CAUSE, SKIP_EXIT_CODE, Cause
 from regress.bisect.git import git
 from regress.bisect.verdicts import Outcome
 
@@ -26,7 +26,7 @@ FIXES = {
     Cause.TIMEOUT: "raise --timeout, or make the probe faster",
     Cause.BUILD_FAILED: "run the --build command by hand in a checkout of that commit and fix "
     "it (or its --overlay files)",
-    Cause.ASKED_SKIP: "the probe itself said it cannot test that commit (exit 125)",
+    Cause.ASKED_SKIP: f"the probe itself said it cannot test that commit (exit {SKIP_EXIT_CODE})",
     Cause.CRASH: "the probe crashed: read the log, or pass --crash-is-bad if the crash is the "
     "problem you are after",
     Cause.NO_SIGNATURE: "the probe failed but its output does not match --signature: check the "

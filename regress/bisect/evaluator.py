@@ -21,6 +21,7 @@ from regress.bisect.runner import Runner
 from regress.bisect.search import EndpointError, SearchEvent, search
 from regress.bisect.store import Replay
 from regress.bisect.verdicts import Outcome, Status, Verdict
+from regress.progress import Progress
 
 
 @dataclass
@@ -38,9 +39,6 @@ class BisectProgress:
     strategy: str = ""
     elapsed: float = 0.0
     eta: float | None = None
-
-
-ProgressFn = Callable[[BisectProgress], None]
 
 
 class ReplayExhausted(Exception):
@@ -110,7 +108,7 @@ class Evaluator:
         step.judged.append(user.value)
 
     def search(
-        self, kind: str, direction: int | None, emit: ProgressFn, started: float
+        self, kind: str, direction: int | None, emit: Progress[BisectProgress], started: float
     ) -> BisectResult:
         c = self.config
         evaluate: Callable[[Sequence[int]], Sequence[Verdict]] = self.verdicts

@@ -15,13 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, Cause
+from regress.bisect.causes import CAUSE, DID_NOT_RUN, SHELL_NOT_RUN, SKIP_EXIT_CODE, Cause
 from regress.bisect.verdicts import Outcome, Verdict
-from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import UsageError
-
-#: DeepGEMM's host assertion (``csrc/apis/attention.hpp``, any condition) or any Python assertion.
-DEFAULT_SIGNATURE = re.escape(DEEPGEMM_ASSERT.partition("(")[0]) + r"\(.*\)|AssertionError"
 
 
 @dataclass
@@ -124,10 +120,10 @@ class ExitCodeProbe:
         assert code is not None
         if code == 0:
             return Outcome(Verdict.GOOD, "exit 0", exit_code=code)
-        if code == 125:
+        if code == SKIP_EXIT_CODE:
             return Outcome(
                 Verdict.SKIP,
-                "exit 125 (skip)",
+                f"exit {SKIP_EXIT_CODE} (skip)",
                 exit_code=code,
                 details={CAUSE: Cause.ASKED_SKIP.value},
             )
@@ -149,10 +145,12 @@ class AssertProbe:
     """Bad iff the output shows the signature; good on exit 0; any other failure is a skip.
 
     The skip is the point: a commit that fails for an unrelated reason (an import error, a build
-    break) says nothing about the assertion we are hunting, so it must not be blamed.
+    break) says nothing about the assertion we are hunting, so it must not be blamed. The
+    signature is the caller's: ``--probe assert`` is registered by ``regress.trtllm.probes``,
+    whose default is DeepGEMM's host assertion.
     """
 
-    signature: str = DEFAULT_SIGNATURE
+    signature: str
     kind: str = "assert"
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
@@ -385,16 +383,3 @@ def junit_counts(path: Path) -> dict[str, int] | None:
             else:
                 counts["passed"] += 1
     return counts
-
-
-def make_probe(kind: str, **options: Any) -> Probe:
-    """Build a probe by its CLI name; unknown names are a usage error."""
-    factories = {
-        "exit-code": ExitCodeProbe,
-        "assert": AssertProbe,
-        "metric": MetricProbe,
-        "pytest": PytestProbe,
-    }
-    if kind not in factories:
-        raise UsageError(f"unknown probe {kind!r}: use one of {', '.join(factories)}")
-    return factories[kind](**options)

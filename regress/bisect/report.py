@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from regress.bisect.git import CommitInfo
+from regress.errors import OK, UNFINISHED
 
 SCHEMA = 1
 
@@ -51,7 +52,7 @@ class BisectResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "found" else 3
+        return OK if self.status == "found" else UNFINISHED
 
     @property
     def what(self) -> str:

@@ -41,7 +41,7 @@ __all__ = [
 #: Reruns of an endpoint whose first verdict surprised us, before we call the input wrong.
 ENDPOINT_RECHECKS = 2
 
-Evaluator = Callable[[Sequence[int]], Sequence[Verdict]]
+Evaluate = Callable[[Sequence[int]], Sequence[Verdict]]
 Mode = Literal["auto", "deterministic", "flaky"]
 
 
@@ -139,7 +139,7 @@ class SearchResult:
 
 def search(
     n: int,
-    evaluate: Evaluator,
+    evaluate: Evaluate,
     config: SearchConfig | None = None,
     *,
     progress: Callable[[SearchEvent], None] | None = None,

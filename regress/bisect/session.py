@@ -1,40 +1,59 @@
-"""One bisect session of a real repository: validate the range, wire store, runner and search.
+"""Bisect sessions of a real repository: run one (:func:`run_bisect`), and read the stored one.
 
-:func:`run_bisect` is the library entry point (the CLI and ``regress demo`` call it); ``status`` is
-the same function in replay-only mode, which is why the whole configuration is saved with the
-session.
+:func:`run_bisect` is the library entry point (the CLI and ``regress demo`` call it): validate the
+range, wire store, runner and search. ``bisect status`` is the same function in replay-only mode,
+which is why the whole configuration is saved with the session; :func:`bisect_log`,
+:func:`bisect_status` and :func:`bisect_reset` read (or delete) what a repository's last session
+stored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shlex
+import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from regress.bisect import git as gitlib
+from regress.bisect import registry
 from regress.bisect.config import BisectConfig
-from regress.bisect.evaluator import BisectProgress, Evaluator, ProgressFn, ReplayExhausted
+from regress.bisect.evaluator import BisectProgress, Evaluator, ReplayExhausted
 from regress.bisect.history import Range, cache_root, resolve_range
-from regress.bisect.probes import make_probe
+from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
 from regress.bisect.runner import Overlay, Runner, RunnerConfig
 from regress.bisect.store import (
     Replay,
     ResultStore,
     config_hash,
+    lock_held,
     locked,
     probe_files,
-    read_json,
+    replayable,
     session_path,
 )
 from regress.errors import UsageError
-from regress.files import write_json_atomic
+from regress.files import read_json, write_json_atomic
+from regress.progress import Progress
+
+
+@dataclass
+class _Plan:
+    """What one session runs: the probe, the recipe, the runner's settings and the store key."""
+
+    probe: Probe
+    judge_direction: int | None
+    recipe: registry.Recipe | None
+    runner: RunnerConfig
+    key_config: dict[str, Any]
 
 
 def run_bisect(
     config: BisectConfig,
-    progress: ProgressFn | None = None,
+    progress: Progress[BisectProgress] | None = None,
     *,
     replay_only: bool = False,
     key: str | None = None,
@@ -61,11 +80,30 @@ def run_bisect(
     rng = resolve_range(config)
     config, capped = config.capped(rng.n)
     root = cache_root(rng.repo, config.cache_dir)
-    probe, judge_direction = _make_probe(config)
+    plan = _plan(config, rng)
+    key = key or config_hash(plan.key_config)
+    warnings = _warnings(rng, plan.recipe) + ([capped] if capped else [])
+    for w in warnings:
+        emit(BisectProgress("warning", w))
+    with contextlib.nullcontext() if replay_only else locked(root):
+        result = _execute(config, rng, root, plan, key, emit, started, replay_only)
+        result.warnings = warnings
+        result.elapsed_s = time.monotonic() - started
+        if not replay_only:
+            record = _session_record(config, rng, key, result.status, result.to_json())
+            write_json_atomic(session_path(root), record)
+    return result
+
+
+def _plan(config: BisectConfig, rng: Range) -> _Plan:
+    probe = registry.make_probe(config.probe, config)
+    direction = config.direction
+    # the judge speaks in search terms, where the new endpoint is "bad": a fix is the better side
+    judge_direction = None if direction is None else (-direction if config.find_fix else direction)
+    recipe = registry.make_recipe(config.recipe, config) if config.recipe else None
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]
-    recipe = _recipe(config)
-    runner_config = RunnerConfig(
-        command=list(config.command) or (recipe.command() if hasattr(recipe, "command") else []),
+    runner = RunnerConfig(
+        command=list(config.command) or (recipe.command() if recipe else []),
         build=config.build or (recipe.build_command() if recipe else None),
         overlays=overlays,
         timeout=config.timeout,
@@ -75,98 +113,60 @@ def run_bisect(
         env=dict(config.env),
     )
     key_config = {
-        "command": runner_config.command,
+        "command": runner.command,
         "probe": probe.config(),
-        "build": runner_config.build,
+        "build": runner.build,
         "overlays": [(o.dest, o.digest()) for o in overlays],
         "timeout": config.timeout,
         "recipe": recipe.config() if recipe else None,
         "env": config.env,
-        "files": probe_files(runner_config.command, runner_config.build, rng.repo.path),
+        "files": probe_files(runner.command, runner.build, rng.repo.path),
     }
-    key = key or config_hash(key_config)
-    warnings = _warnings(rng, recipe) + ([capped] if capped else [])
-    for w in warnings:
-        emit(BisectProgress("warning", w))
-    lock = contextlib.nullcontext() if replay_only else locked(root)
-    with lock:
-        store = ResultStore(root, key, key_config, persist=config.use_cache)
+    return _Plan(probe, judge_direction, recipe, runner, key_config)
+
+
+def _execute(
+    config: BisectConfig,
+    rng: Range,
+    root: Path,
+    plan: _Plan,
+    key: str,
+    emit: Progress[BisectProgress],
+    started: float,
+    replay_only: bool,
+) -> BisectResult:
+    """Search with stored results first, running the probe for the rest; record the session."""
+    store = ResultStore(root, key, plan.key_config, persist=config.use_cache)
+    if not replay_only:
+        write_json_atomic(session_path(root), _session_record(config, rng, key, "running"))
+    workspace = gitlib.Workspace(rng.repo, root / "slots", config.jobs)
+    env_hook = plan.recipe.env if plan.recipe else None
+    runner = Runner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
+    ev = Evaluator(rng, Replay(store), runner, workspace, config, replay_only)
+    try:
+        return ev.search(plan.probe.kind, plan.judge_direction, emit, started)
+    except ReplayExhausted:
+        return ev.partial
+    except BaseException as exc:
+        runner.stop()
         if not replay_only:
-            write_json_atomic(session_path(root), _session_record(config, rng, key, "running"))
-        workspace = gitlib.Workspace(rng.repo, root / "slots", config.jobs)
-        runner = Runner(
-            workspace, probe, runner_config, root / "logs", env_hook=recipe.env if recipe else None
-        )
-        ev = Evaluator(rng, Replay(store), runner, workspace, config, replay_only)
-        try:
-            result = ev.search(probe.kind, judge_direction, emit, started)
-        except ReplayExhausted:
-            result = ev.partial
-        except BaseException as exc:
-            runner.stop()
-            if not replay_only:
-                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {exc}"
-                write_json_atomic(session_path(root), _session_record(config, rng, key, status))
-            raise
-        finally:
-            # also removes clones a killed run left behind, even if everything came from the store
-            if not replay_only and not config.keep_worktrees:
-                workspace.cleanup()
-        result.warnings = warnings
-        result.elapsed_s = time.monotonic() - started
-        if not replay_only:
-            write_json_atomic(
-                session_path(root),
-                _session_record(config, rng, key, result.status, result.to_json()),
-            )
-    return result
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {exc}"
+            write_json_atomic(session_path(root), _session_record(config, rng, key, status))
+        raise
+    finally:
+        # also removes clones a killed run left behind, even if everything came from the store
+        if not replay_only and not config.keep_worktrees:
+            workspace.cleanup()
 
 
-def _make_probe(config: BisectConfig):
-    direction = config.direction
-    if config.probe == "exit-code":
-        probe = make_probe("exit-code", crash_is_bad=config.crash_is_bad)
-    elif config.probe == "assert":
-        probe = make_probe("assert", signature=config.signature)
-    elif config.probe == "metric":
-        probe = make_probe(
-            "metric",
-            path=config.metric,
-            regex=config.metric_regex,
-            threshold=config.threshold,
-            direction=direction,
-        )
-    else:
-        probe = make_probe(config.probe)
-    # the judge speaks in search terms, where the new endpoint is "bad": a fix is the better side
-    judge_direction = None if direction is None else (-direction if config.find_fix else direction)
-    return probe, judge_direction
-
-
-def _recipe(config: BisectConfig):
-    if config.recipe is None:
-        return None
-    if config.recipe == "trtllm-source":
-        from regress.upstream.recipe import SourceRecipe
-
-        return SourceRecipe()
-    from regress.bisect.trtllm import TrtllmRecipe
-
-    modes = {"trtllm": "overlay", "trtllm-precompiled": "precompiled"}
-    if config.recipe not in modes:
-        raise UsageError(f"unknown --recipe {config.recipe!r}: use {' or '.join(modes)}")
-    return TrtllmRecipe(mode=modes[config.recipe], wheel=config.wheel)
-
-
-def _warnings(rng: Range, recipe) -> list[str]:
-    if recipe is None or not getattr(recipe, "warns_on_native", True):
+def _warnings(rng: Range, recipe: registry.Recipe | None) -> list[str]:
+    paths = recipe.native_paths if recipe else ()
+    if not paths:
         return []
-    from regress.bisect.trtllm import NATIVE_PATHS, native_warning
-
     touching = rng.repo.out(
-        "log", "--format=%h %s", f"{rng.commits[0]}..{rng.commits[-1]}", "--", *NATIVE_PATHS
+        "log", "--format=%h %s", f"{rng.commits[0]}..{rng.commits[-1]}", "--", *paths
     ).splitlines()
-    warning = native_warning(touching)
+    warning = recipe.native_warning(touching)
     return [warning] if warning else []
 
 
@@ -193,3 +193,86 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
 
 def config_from_session(record: dict) -> BisectConfig:
     return BisectConfig(**record["config"])
+
+
+def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
+    root, record = load_session(repo, cache_dir)
+    if record is None:
+        raise UsageError(
+            f"no bisect has run on this repository yet (cache {root}): start one with "
+            "`regress bisect run --good REV --bad REV -- CMD`"
+        )
+    return root, record
+
+
+def bisect_log(repo: str = ".", cache_dir: str | None = None) -> list[dict[str, Any]]:
+    """Every stored run of the latest session's probe configuration, in execution order.
+
+    ``replayable`` is false for runs in which the probe never ran: a rerun probes there again.
+    """
+    root, record = _latest(repo, cache_dir)
+    store = ResultStore(root, record["key"], {})
+    return [{"commit": sha, **o.to_json(), "replayable": replayable(o)} for sha, o in store.runs]
+
+
+def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, Any]:
+    """The latest session, with the search replayed from stored results to where it stands.
+
+    Everything comes from the stored session, never from the caller's directory or today's
+    refs: its repository path, its resolved endpoints and its results key. A session recorded as
+    running whose lock no live process holds was killed (``kill -9``, a lost node).
+    """
+    root, record = _latest(repo, cache_dir)
+    config = config_from_session(record)
+    config.repo = record.get("repo", config.repo)
+    config.good = record.get("good", config.good)
+    config.bad = record.get("bad", config.bad)
+    config.cache_dir = str(root.parent.parent)  # <base>/bisect/<repo key>
+    config.overlays, config.recipe = [], None  # a replay runs nothing: no files, no builds
+    session = record["status"]
+    if session == "running" and not lock_held(root):
+        session = "killed"
+    result = run_bisect(config, replay_only=True, key=record["key"])
+    return {
+        "session": session,
+        "config": record["config"],
+        "result": result.to_json(),
+        "text": "\n".join(_status_lines(config, session, result)),
+    }
+
+
+def _status_lines(config: BisectConfig, session: str, result: BisectResult) -> list[str]:
+    head = f"{'fix' if config.find_fix else 'bisect'} {config.good[:12]}..{config.bad[:12]}"
+    lines = [
+        f"{head}: {session} ({result.probes} runs stored, {result.commits} commits)",
+        f"repository: {config.repo}",
+        f"command: {shlex.join(config.command)}",
+    ]
+    if session == "killed":
+        lines.append(
+            "the bisect stopped without finishing (killed?); rerun the same `regress bisect run` "
+            "command to resume"
+        )
+    elif result.status == "interrupted":
+        lines.append(
+            f"{result.strategy} search, top candidate mass {result.confidence:.3f}; "
+            "rerun the same `regress bisect run` command to continue"
+        )
+    else:
+        lines.append(result.summary())
+    return lines
+
+
+def bisect_reset(repo: str = ".", cache_dir: str | None = None) -> str:
+    """Delete the repository's bisect cache (results, session, clones, logs)."""
+    root, _ = load_session(repo, cache_dir)
+    if not root.exists():
+        return f"nothing to reset ({root} does not exist)"
+    with locked(root):
+        for child in root.iterdir():
+            if child.name != "lock":
+                if child.is_dir():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+    return f"removed the stored bisect state in {root}"

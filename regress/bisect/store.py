@@ -21,18 +21,17 @@ so fixing the cause outside the key (``chmod +x``, installing a tool) is believe
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import json
 import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from regress import files
 from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.verdicts import Outcome
 from regress.errors import RegressError
-from regress.files import write_json_atomic
+from regress.files import file_lock, json_digest, read_json, write_json_atomic
 
 SCHEMA = 1
 
@@ -41,15 +40,9 @@ SCHEMA = 1
 HASHED_FILE_BYTES = 64 << 20
 
 
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def config_hash(config: dict[str, Any]) -> str:
     """A stable short hash of everything that can change a probe's verdict."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return json_digest(config, length=16)
 
 
 def file_digests(argv: Sequence[str], repo_root: Path) -> list[list[str]]:
@@ -165,32 +158,16 @@ class Replay:
 
 
 def lock_held(root: Path) -> bool:
-    """Whether a live process holds ``root``'s lock (a bisect killed with -9 holds none).
-
-    The lock is an ``flock``, which the kernel drops with its holder's last file descriptor, so
-    this cannot be fooled by a reused pid the way a pid file can.
-    """
-    try:
-        fh = open(root / "lock", "rb")  # noqa: SIM115 - closed below; flock needs no write access
-    except OSError:  # no lock file (nothing ever ran) or an unreadable one (not ours to judge)
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return False
+    """Whether a live process holds ``root``'s lock (a bisect killed with -9 holds none)."""
+    return files.lock_held(root / "lock")
 
 
 @contextlib.contextmanager
 def locked(root: Path) -> Iterator[None]:
     """Hold the cache directory's lock, or explain that another bisect is using it."""
-    root.mkdir(parents=True, exist_ok=True)
-    fh = open(root / "lock", "a+")  # noqa: SIM115 - held for the whole block
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            stack.enter_context(file_lock(root / "lock", wait=False))
         except BlockingIOError as exc:
             raise RegressError(
                 f"another regress bisect is running on this repository (lock {root / 'lock'}); "
@@ -198,8 +175,6 @@ def locked(root: Path) -> Iterator[None]:
                 exit_code=2,
             ) from exc
         yield
-    finally:
-        fh.close()
 
 
 def session_path(root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The vocabulary of a bisect: verdicts, statistical comparisons and one probe execution's outcome."""
+"""The vocabulary of a bisect: verdicts, how a bisect ended, and one probe execution's outcome."""
 
 from __future__ import annotations
 
@@ -35,14 +35,6 @@ class Status(enum.StrEnum):
     AMBIGUOUS = "ambiguous"  # the culprit is one of several commits nobody could test
     INCONCLUSIVE = "inconclusive"  # contradictions (strict mode) or --max-probes ran out
     INTERRUPTED = "interrupted"  # stopped early (Ctrl-C, or status replaying a partial session)
-
-
-class Comparison(enum.Enum):
-    """Outcome of comparing two samples of a metric (Pinpoint's three-way answer)."""
-
-    SAME = "same"
-    DIFFERENT = "different"
-    UNKNOWN = "unknown"
 
 
 @dataclass

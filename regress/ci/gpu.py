@@ -19,7 +19,7 @@ from pathlib import Path
 
 # The one seam to subprocesses in this module: tests replace it. Returns stdout, or None when the
 # program is missing or fails (both mean "nvidia-smi cannot tell us").
-Runner = Callable[[Sequence[str]], "str | None"]
+RunCommand = Callable[[Sequence[str]], "str | None"]
 
 DRIVER_GPUS_DIR = Path("/proc/driver/nvidia/gpus")
 _GPU_LINE = re.compile(
@@ -119,7 +119,7 @@ def _resolve(visible: list[str], gpus: list[PhysicalGpu]) -> list[PhysicalGpu]:
 def probe_devices(
     env: Mapping[str, str] | None = None,
     *,
-    run: Runner = run_command,
+    run: RunCommand = run_command,
     driver_dir: Path = DRIVER_GPUS_DIR,
 ) -> DeviceProbe:
     """Count the CUDA devices this process can use, touching torch only as a last resort.
@@ -160,7 +160,7 @@ def worker_index(env: Mapping[str, str] | None = None) -> int | None:
 
 
 def pin_worker(
-    env: MutableMapping[str, str] | None = None, *, run: Runner = run_command
+    env: MutableMapping[str, str] | None = None, *, run: RunCommand = run_command
 ) -> str | None:
     """Give this xdist worker one GPU by rewriting ``CUDA_VISIBLE_DEVICES`` before CUDA starts.
 

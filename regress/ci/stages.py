@@ -180,6 +180,23 @@ class StageLists:
         stage = self.stage(name)
         return self.db_for(stage).entries(stage.test_db, stage)
 
+    def overview(self) -> dict[str, object]:
+        """Every stage (with its entry count) and every context, as ``testlist show`` lists them."""
+        stages = [
+            {
+                "stage": s.name,
+                "test_db": s.test_db,
+                "gpu_type": s.gpu_type,
+                "gpu_count": s.gpu_count,
+                "stage_term": s.stage,
+                "backend": s.backend,
+                "entries": len(self.entries(s.name)) if s.test_db in self.dbs else 0,
+            }
+            for s in self.stages.values()
+        ]
+        contexts = {name: str(db.path) for name, db in sorted(self.dbs.items())}
+        return {"stages": stages, "contexts": contexts}
+
     def consistency_problems(self) -> list[Problem]:
         """Stages naming unknown contexts or selecting nothing; blocks or contexts no stage reaches."""
         problems: list[Problem] = []

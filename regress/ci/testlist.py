@@ -61,6 +61,17 @@ class Entry:
         """What makes two entries the same selection: the id and its filters."""
         return (self.test_id, self.keyword, self.markexpr)
 
+    def to_json(self) -> dict[str, object]:
+        """The entry as ``regress testlist show --json`` writes it."""
+        return {
+            "test": self.test_id,
+            "keyword": self.keyword,
+            "markexpr": self.markexpr,
+            "timeout_minutes": self.timeout_minutes,
+            "isolation": self.isolation,
+            "source": f"{self.source}:{self.line}",
+        }
+
     def render(self) -> str:
         parts = [self.test_id]
         if self.keyword is not None:

@@ -22,7 +22,7 @@ from regress.ci.waives import load_waives
 from regress.ci.yamlnodes import Problem, closest
 
 # The one seam to subprocesses here: (argv, cwd) -> (exit code, combined output).
-Runner = Callable[[Sequence[str], Path], "tuple[int, str]"]
+RunProcess = Callable[[Sequence[str], Path], "tuple[int, str]"]
 
 
 def run_process(argv: Sequence[str], cwd: Path) -> tuple[int, str]:
@@ -65,7 +65,7 @@ def parse_collect_output(returncode: int, output: str) -> Collected:
 
 
 def collect_node_ids(
-    paths: Sequence[str], *, root: Path, python: str = sys.executable, run: Runner = run_process
+    paths: Sequence[str], *, root: Path, python: str = sys.executable, run: RunProcess = run_process
 ) -> Collected:
     """Collect (never run) the tests under ``paths``, relative to ``root``."""
     if not paths:
@@ -91,7 +91,7 @@ def validate(
     waives: Path | None = None,
     collect: bool = True,
     paths: bool = True,
-    run: Runner = run_process,
+    run: RunProcess = run_process,
 ) -> list[Problem]:
     """Every problem with the lists in ``directory`` (and the waive file), or ``[]``.
 

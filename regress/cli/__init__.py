@@ -14,7 +14,14 @@ import os
 import click
 
 from regress import __version__
-from regress.errors import INTERRUPTED, MissingDependencyError, RegressError, save_traceback
+from regress.errors import (
+    FAILED,
+    INTERRUPTED,
+    MissingDependencyError,
+    RegressError,
+    exit_codes_help,
+    save_traceback,
+)
 
 # name -> (module, attribute, one-line help shown by `regress --help`)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -123,7 +130,7 @@ class LazyGroup(click.Group):
                 f"(traceback saved to {saved}; please attach it to a bug report)",
                 err=True,
             )
-            ctx.exit(1)
+            ctx.exit(FAILED)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the static help lines so --help imports no subcommand module.
@@ -133,14 +140,15 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_codes_help("other commands")[:-1]
+    + "; each command's --help has its own, and README.md the table.",
+)
 @click.version_option(__version__, prog_name="regress")
 def cli() -> None:
-    """Regression suite and bisect toolkit for speculative decoding on DSA models.
-
-    Exit codes: 0 ok, 1 regression found (accept) or error, 2 bad input,
-    3 engine error (accept) or inconclusive (bisect), 130 interrupted. See README.md.
-    """
+    """Regression suite and bisect toolkit for speculative decoding on DSA models."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import click
 
+import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
+from regress.acceptance.engines import engine_names
 from regress.cli.output import json_option
+from regress.errors import FAILED, exit_codes_help
 
 _BAR_STEPS = 1000
 
@@ -60,10 +63,10 @@ class _ProgressBar:
             self._shown = target
 
 
-@click.command("accept")
+@click.command("accept", epilog=exit_codes_help("regress accept"))
 @click.option(
     "--engine",
-    type=click.Choice(["reference", "trtllm"]),
+    type=click.Choice(engine_names()),
     default="reference",
     show_default=True,
     help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
@@ -134,6 +137,21 @@ class _ProgressBar:
     is_flag=True,
     help="Compare against a baseline report measured on other prompts, K or token budget.",
 )
+@click.option(
+    "--record-reference",
+    "record_key",
+    default=None,
+    metavar="KEY",
+    help="Record the reference batch's AL and per-position rates as KEY in --reference-yaml "
+    "(upstream's acceptance_length.yaml schema plus the workload digest).",
+)
+@click.option(
+    "--reference-yaml",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("acceptance_length.yaml"),
+    show_default=True,
+    help="The reference file --record-reference updates (other entries kept as they are).",
+)
 @click.pass_context
 def accept(
     ctx: click.Context,
@@ -154,14 +172,14 @@ def accept(
     plot_out: str | None,
     baseline: str | None,
     allow_config_mismatch: bool,
+    record_key: str | None,
+    reference_yaml: Path,
 ) -> None:
-    """Profile MTP acceptance per batch size and judge it against batch 1.
-
-    Exit codes: 0 no regression, 1 regression, 2 bad input, 3 engine error, 130 interrupted.
-    """
+    """Profile MTP acceptance per batch size and judge it against batch 1."""
     from regress.acceptance.engines import get_engine
     from regress.acceptance.profile import profile
-    from regress.acceptance.prompts import load_prompt_file
+    from regress.acceptance.prompts import resolve_prompts
+    from regress.acceptance.references import check_reference_file, record_report_reference
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
     from regress.files import STDOUT, check_output_path
@@ -173,6 +191,8 @@ def accept(
             raise UsageError("--plot -: a PNG does not go to standard output; give a file name")
         check_output_path(plot_out, option="--plot")
         require_module("matplotlib", purpose="--plot", install="pip install matplotlib")
+    if record_key is not None:
+        check_reference_file(reference_yaml, record_key)
     names = [n for d in defects for n in d.split(",") if n.strip()]
     adapter = get_engine(
         engine,
@@ -183,15 +203,7 @@ def accept(
         seed=seed,
         sentinel=sentinel,
     )
-    if prompts_file is not None:
-        prompts = load_prompt_file(prompts_file, limit=num_prompts)
-    elif hasattr(adapter, "default_prompts"):
-        prompts = adapter.default_prompts(num_prompts)
-    else:
-        raise UsageError(f"the {engine} engine has no built-in prompts; pass --prompts FILE.jsonl")
-    tokenize = getattr(adapter, "tokenize", None)
-    if tokenize is not None:  # turn text into ids now, so a refusal comes before any work
-        prompts = [tokenize(p) if isinstance(p, str) else p for p in prompts]
+    prompts, prompts_label = resolve_prompts(adapter, prompts_file, num_prompts)
 
     with _ProgressBar() as on_progress:
         report = profile(
@@ -204,7 +216,7 @@ def accept(
             baseline=baseline,  # loaded (and checked) before the first run
             progress=on_progress,
             seed=seed,
-            config={"prompts": str(prompts_file) if prompts_file else "builtin"},
+            config={"prompts": prompts_label},
             allow_config_mismatch=allow_config_mismatch,
         )
 
@@ -225,7 +237,12 @@ def accept(
 
         plot_report(report, plot_out)
         click.echo(f"plot written to {plot_out}", err=True)
+    if record_key is not None and report.regressed:
+        click.echo(f"regress accept: {record_key} not recorded: the run regressed", err=True)
+    elif record_key is not None:
+        written = record_report_reference(reference_yaml, record_key, report)
+        click.echo(f"regress accept: reference {record_key} recorded in {written}", err=True)
     if report.regressed:
         sizes = ", ".join(str(b) for b in report.regressed_batch_sizes) or "-"
         click.echo(f"regress accept: acceptance regression at batch size(s) {sizes}", err=True)
-        ctx.exit(1)
+        ctx.exit(FAILED)

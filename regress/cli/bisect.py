@@ -10,9 +10,16 @@ from collections.abc import Iterator
 
 import click
 
+# The domain probes and recipes register themselves with the bisect when imported.
+import regress.trtllm.probes
+import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
+from regress.bisect.config import defaults
+from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.output import emit
-from regress.errors import INTERRUPTED, UsageError
+from regress.errors import INTERRUPTED, UsageError, exit_codes_help
 from regress.files import check_output_path
+
+_D = defaults()
 
 _OUTPUTS = {"json_out": "--json", "junit": "--junit", "markdown": "--markdown"}
 
@@ -47,9 +54,8 @@ the mainline only). Metric probes run each commit until it is decided. Results
 are stored per commit and probe configuration (the content of the files the
 command names included): rerunning the same command resumes without repeating
 a probe, and a probe you edited starts afresh. Runs in which the probe could not
-run at all are never replayed. Exit codes: 0 culprit found, 3 inconclusive,
-2 bad input, 1 error, 130 interrupted (rerun to resume).
-"""
+run at all are never replayed. {exit_codes}
+""".format(exit_codes=exit_codes_help("regress bisect"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,9 +81,9 @@ def _where(f):
 @click.option(
     "--probe",
     "probe_kind",
-    default="exit-code",
+    default=_D["probe"],
     show_default=True,
-    type=click.Choice(["exit-code", "assert", "metric", "pytest"]),
+    type=click.Choice(probe_names()),
 )
 @click.option("--signature", default=None, help="assert probe: regex that marks a bad run.")
 @click.option(
@@ -100,7 +106,7 @@ def _where(f):
 )
 @click.option(
     "--metric-runs",
-    default="10,1,10",
+    default=",".join(map(str, _D["metric_runs"])),
     show_default=True,
     help="metric probe, caps: most runs per endpoint, first runs per commit, most runs per "
     "commit (more runs only while the noise leaves a commit undecided).",
@@ -109,32 +115,32 @@ def _where(f):
 @click.option(
     "--confidence",
     type=float,
-    default=0.99,
+    default=_D["confidence"],
     show_default=True,
     help="Posterior probability the culprit needs (flaky mode).",
 )
 @click.option(
     "--false-pass/--no-false-pass",
-    default=None,
+    default=_D["false_pass"],
     help="Model bad commits that pass by chance (default: inferred from the runs).",
 )
 @click.option(
     "--endpoint-runs",
     type=int,
-    default=1,
+    default=_D["endpoint_runs"],
     show_default=True,
     help="Flaky mode: first runs of each endpoint (every run refines the flake rates).",
 )
 @click.option(
     "--verify-runs",
     type=int,
-    default=0,
+    default=_D["verify_runs"],
     show_default=True,
     help="Flaky mode: runs the culprit and its parents each need on top of --confidence.",
 )
 @click.option(
     "--confirm/--no-confirm",
-    default=True,
+    default=_D["confirm"],
     show_default=True,
     help="Rerun the culprit once (how a flaky probe that bisected consistently is noticed).",
 )
@@ -164,7 +170,7 @@ def _where(f):
 )
 @click.option(
     "--recipe",
-    type=click.Choice(["trtllm", "trtllm-precompiled", "trtllm-source"]),
+    type=click.Choice(recipe_names()),
     default=None,
     help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
 )
@@ -179,14 +185,14 @@ def _where(f):
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
+    from regress.bisect.config import BisectConfig
     from regress.bisect.report import to_junit, to_markdown
     from regress.bisect.runner import parse_launcher
-    from regress.bisect.session import BisectConfig, run_bisect
+    from regress.bisect.session import run_bisect
 
     for option in ("json_out", "junit", "markdown"):  # before the run, not after it
         check_output_path(opts[option], option=_OUTPUTS[option])
 
-    gpus = _gpus(opts["gpus"])
     config = BisectConfig(
         good=opts["good"],
         bad=opts["bad"],
@@ -208,8 +214,8 @@ def run(**opts) -> None:
         max_probes=opts["max_probes"],
         find_fix=opts["find_fix"],
         first_parent=opts["first_parent"],
-        gpus=gpus,
-        jobs=opts["jobs"] if opts["jobs"] is not None else (len(gpus) if gpus else 1),
+        gpus=_gpus(opts["gpus"]),
+        jobs=opts["jobs"],
         launcher=parse_launcher(opts["launcher"]),
         build=opts["build"],
         timeout=opts["timeout"],
@@ -219,7 +225,7 @@ def run(**opts) -> None:
         cache_dir=opts["cache_dir"],
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
-        **({"signature": opts["signature"]} if opts["signature"] else {}),
+        signature=opts["signature"],
     )
     try:
         with _sigterm_as_interrupt():
@@ -242,7 +248,7 @@ def run(**opts) -> None:
 )
 def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
-    from regress.bisect.sessions import bisect_log
+    from regress.bisect.session import bisect_log
 
     check_output_path(json_out, option="--json")
     runs = bisect_log(repo, cache_dir)
@@ -265,7 +271,7 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 )
 def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""
-    from regress.bisect.sessions import bisect_status
+    from regress.bisect.session import bisect_status
 
     check_output_path(json_out, option="--json")
     state = bisect_status(repo, cache_dir)
@@ -279,7 +285,7 @@ def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 @_where
 def reset(repo: str, cache_dir: str | None) -> None:
     """Forget this repository's stored results, session, clones and logs."""
-    from regress.bisect.sessions import bisect_reset
+    from regress.bisect.session import bisect_reset
 
     click.echo(bisect_reset(repo, cache_dir))
 

@@ -41,17 +41,11 @@ def bot() -> None:
 
 
 def _parse(comment: str | None, author: str | None, allow_file: Path | None, lists_dir: Path):
-    from regress.ci.bot import load_allow_list, parse_comment
-    from regress.ci.stages import StageLists
-    from regress.errors import UsageError
+    from regress.ci.bot_request import read_request
 
-    if comment is None or author is None:
-        raise UsageError("give the comment (or - to read it from stdin) and --author LOGIN")
     if comment == "-":
         comment = sys.stdin.read(1 << 20)  # the size check then rejects anything this long
-    allowed = load_allow_list(allow_file if allow_file is not None else lists_dir / "bot-allow.txt")
-    lists = StageLists.load(lists_dir)
-    return parse_comment(comment, author=author, allowed=allowed, stages=lists.stages), lists
+    return read_request(comment, author, allow_file=allow_file, lists_dir=lists_dir)
 
 
 @bot.command()
@@ -94,32 +88,16 @@ def plan(
     With --parsed the JSON is re-validated from scratch (turned back into a comment and parsed
     again), so a hand-edited file gets no further than a hostile comment would.
     """
+    from regress.ci.bot_request import comment_from_parsed
     from regress.ci.plan import plan as make_plan
     from regress.errors import UsageError
 
     if parsed is not None:
         if comment is not None:
             raise UsageError("give either COMMENT or --parsed, not both")
-        comment, author = _comment_from_json(parsed.read(1 << 20), author)
+        comment, author = comment_from_parsed(parsed.read(1 << 20), author)
     command, lists = _parse(comment, author, allow_file, lists_dir)
     result = make_plan(
         command, lists, test_lists_dir=lists_dir.as_posix(), results_dir=results_dir, python=python
     )
     click.echo(json.dumps(result.to_json(), indent=2))
-
-
-def _comment_from_json(text: str, author: str | None) -> tuple[str, str]:
-    from regress.ci.bot import BotCommand
-    from regress.errors import UsageError
-
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"--parsed is not JSON from `regress bot parse`: {exc}") from None
-    try:
-        command = BotCommand.from_json(doc)
-    except UsageError as exc:
-        raise UsageError(f"--parsed is not JSON from `regress bot parse`: {exc}") from None
-    if author is not None and author.lower() != command.author.lower():
-        raise UsageError(f"--author {author} differs from the parsed author {command.author}")
-    return command.to_comment(), command.author

@@ -7,11 +7,12 @@ import sys
 
 import click
 
+from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 from regress.upstream.check import ENV_VAR
 from regress.upstream.isolation import DEFAULT_TIMEOUT_S
 
 
-@click.command()
+@click.command(epilog=exit_codes_help("regress check"))
 @click.option(
     "--trtllm-src",
     "source",
@@ -60,10 +61,9 @@ def check(
 
     Nothing is built or installed: package __init__ files are skipped, compiled and GPU-only
     modules are strict stubs, CUDA allocations land on the CPU; the report lists every fake.
-    The tree's code runs in a child process, so an exit or a hang in it cannot pass for a result.
-    Exit 0: contracts hold; 1: a contract is broken (only upstream's own code on real inputs can
-    break one); 2: not a TensorRT-LLM tree; 3: no verdict, the cause named with the upstream file
-    and line (the tree cannot be imported, exits or hangs, or needs what the sandbox fakes).
+    The tree's code runs in a child process, so an exit or a hang in it cannot pass for a result;
+    only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
+    possible, the cause is named with the upstream file and line.
     """
     from regress.cli.output import emit
     from regress.errors import UsageError
@@ -85,7 +85,7 @@ def check(
     report = run_check_isolated(
         source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
     )
-    if not quiet or report.exit_code in (2, 3):
+    if not quiet or report.exit_code in (BAD_INPUT, UNFINISHED):
         for line in report.lines():
             click.echo(line, err=True)
     text = json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n"

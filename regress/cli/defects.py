@@ -7,19 +7,6 @@ import click
 from regress.cli.output import emit_json, json_option
 
 
-def _check_device(device: str) -> None:
-    """Refuse a device this machine lacks now, not as a torch traceback mid-battery."""
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            from regress.errors import UsageError
-
-            raise UsageError(
-                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
-            )
-
-
 @click.command()
 @click.option("--check", is_flag=True, help="Run the DSA contract battery and report violations.")
 @click.option(
@@ -59,7 +46,6 @@ def defects(check: bool, defects: tuple[str, ...], device: str, json_out: str | 
     from regress.reference.scenarios import run_contract_battery
 
     chosen = validate_defects(defects) if defects else None
-    _check_device(device)
     violations = run_contract_battery(defects=chosen, device=device)
     if not emit_json([v.to_dict() for v in violations], json_out):
         for v in violations:

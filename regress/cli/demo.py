@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from regress.cli.output import emit_json, json_option
+from regress.errors import FAILED, OK, exit_codes_help
 
 
 def _show(event) -> None:
@@ -30,23 +31,16 @@ def _check_workdir(workdir: Path | None) -> None:
 
 def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
-    import time
-
     from regress.demo.trend import run_trend_demo
 
-    start = time.monotonic()
-
-    def say(where: str, message) -> None:
-        click.echo(f"[{time.monotonic() - start:4.0f}s] [{where}] {message}", err=True)
-
-    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=say)
+    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
-    raise SystemExit(0 if result.ok else 1)
+    raise SystemExit(OK if result.ok else FAILED)
 
 
-@click.command()
+@click.command(epilog=exit_codes_help("regress demo"))
 @click.option("--keep", is_flag=True, help="Keep the generated repository and bisect cache.")
 @click.option(
     "--workdir",
@@ -84,8 +78,7 @@ def demo(
     layer-wise runner with harmless edits; one commit drops the req_idx_per_token refresh, a later
     one drops the MTP shape announcement. `regress bisect` then finds the first with the metric
     probe (AL at batch 8 / AL at batch 1 on the reference engine) and the second with the assert
-    probe (DeepGEMM's DG_HOST_ASSERT). Exit 0 only when both culprits are the planted commits;
-    130 when interrupted (the throwaway repository is removed all the same).
+    probe (DeepGEMM's DG_HOST_ASSERT).
     """
     from regress.demo import run_demo
     from regress.files import check_output_path
@@ -107,4 +100,4 @@ def demo(
         click.echo(
             f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s; repository {where}"
         )
-    raise SystemExit(0 if result.ok else 1)
+    raise SystemExit(OK if result.ok else FAILED)

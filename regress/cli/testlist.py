@@ -101,18 +101,7 @@ def show(
         entries = db.select(context, facts, exact=match_exact is not None)
         label = {"context": context, "facts": facts}
     if json_out is not None:
-        rows = [
-            {
-                "test": e.test_id,
-                "keyword": e.keyword,
-                "markexpr": e.markexpr,
-                "timeout_minutes": e.timeout_minutes,
-                "isolation": e.isolation,
-                "source": f"{e.source}:{e.line}",
-            }
-            for e in entries
-        ]
-        _write({**label, "entries": rows}, json_out)
+        _write({**label, "entries": [e.to_json() for e in entries]}, json_out)
         if json_out != "-":
             click.echo(f"{len(entries)} entries written to {json_out}")
         return
@@ -121,21 +110,10 @@ def show(
 
 
 def _overview(lists, json_out: str | None) -> None:
-    rows = [
-        {
-            "stage": s.name,
-            "test_db": s.test_db,
-            "gpu_type": s.gpu_type,
-            "gpu_count": s.gpu_count,
-            "stage_term": s.stage,
-            "backend": s.backend,
-            "entries": len(lists.entries(s.name)) if s.test_db in lists.dbs else 0,
-        }
-        for s in lists.stages.values()
-    ]
-    contexts = {name: str(db.path) for name, db in sorted(lists.dbs.items())}
+    doc = lists.overview()
+    rows, contexts = doc["stages"], doc["contexts"]
     if json_out is not None:
-        _write({"stages": rows, "contexts": contexts}, json_out)
+        _write(doc, json_out)
         return
     for r in rows:
         click.echo(

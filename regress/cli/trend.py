@@ -10,6 +10,7 @@ import sys
 import click
 
 from regress.cli.output import emit
+from regress.errors import exit_codes_help
 from regress.files import STDOUT, check_output_path
 
 _STORE_ENV = "REGRESS_TREND_STORE"
@@ -64,7 +65,7 @@ def add(
     click.echo(f"regress trend: {status} {commit[:12]} in {trend_store.path}", err=True)
 
 
-@trend.command("check")
+@trend.command("check", epilog=exit_codes_help("regress trend check"))
 @_store_option
 @click.option(
     "--metric",
@@ -121,8 +122,7 @@ def check(**opts) -> None:
     """Find change points in every series; exit 1 on an open regression, 0 otherwise.
 
     A fall in acceptance is a regression, a rise an improvement (never an alarm); a regression
-    the series has since recovered from is reported but does not alarm. Exit codes: 0 none,
-    1 regression, 2 bad input.
+    the series has since recovered from is reported but does not alarm.
     """
     from regress.errors import UsageError
     from regress.trend import detect as d
@@ -217,8 +217,7 @@ def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     from regress.errors import UsageError, require_module
     from regress.trend.check import check_store
     from regress.trend.detect import DetectorConfig
-    from regress.trend.plot import plot_series
-    from regress.trend.series import Metric, build_series, default_metrics
+    from regress.trend.plot import plot_series, plotted_series
     from regress.trend.store import TrendStore
 
     if output == STDOUT:
@@ -227,11 +226,5 @@ def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     require_module("matplotlib", purpose="regress trend plot", install="pip install matplotlib")
     trend_store = TrendStore(store)
     result = check_store(trend_store, metrics=metrics, config=DetectorConfig(seed=seed))
-    series = []
-    for entries in trend_store.by_configuration().values():
-        wanted = [Metric.parse(m) for m in metrics] or [
-            m for m in default_metrics(entries[-1].report) if "per_position" not in m.text
-        ]
-        series += [s for s in (build_series(entries, m) for m in wanted) if s and s.points]
-    plot_series(series, result.findings, output)
+    plot_series(plotted_series(trend_store, metrics), result.findings, output)
     click.echo(f"regress trend: plot written to {output}", err=True)

@@ -13,13 +13,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from regress.demo.history import DemoRepo, build_demo_repo
 from regress.demo.probes import ACCEPTANCE_PROBE, EVENTS_ENV, LAYERWISE_PROBE, write_probes
+from regress.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,6 @@ class DemoEvent:
     update: Any = None
 
 
-DemoProgress = Callable[[DemoEvent], None]
-
-
 def describe_update(update: Any) -> str:
     """A bisect progress record in words (a round's commits, verdicts and what is left)."""
     if getattr(update, "kind", None) == "step":
@@ -58,7 +55,7 @@ def describe_update(update: Any) -> str:
 class _Reporter:
     """Serialises progress calls from the demo and from its probe watcher; stamps elapsed time."""
 
-    def __init__(self, progress: DemoProgress | None, started: float) -> None:
+    def __init__(self, progress: Progress[DemoEvent] | None, started: float) -> None:
         self.progress, self.started = progress, started
         self.lock = threading.Lock()
 
@@ -155,6 +152,7 @@ def _bisect(
     watcher: _ProbeWatcher,
     **extra: Any,
 ) -> DemoBisect:
+    import regress.trtllm.probes  # noqa: F401 - registers the DeepGEMM assert probe
     from regress.bisect import BisectConfig, run_bisect
 
     config = BisectConfig(
@@ -194,7 +192,7 @@ def run_demo(
     keep: bool = False,
     commits: int = 100,
     seed: int = 0,
-    progress: DemoProgress | None = None,
+    progress: Progress[DemoEvent] | None = None,
 ) -> DemoResult:
     """Build the history in ``workdir`` (a new temp dir by default) and bisect both regressions.
 

@@ -20,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from regress.demo.history import METADATA_FILE, _git, build_demo_repo
+from regress.demo.run import DemoEvent
+from regress.progress import Progress
 
 NIGHTLY = "nightly_accept.py"
 BATCH_SIZES = (1, 8)
@@ -130,7 +131,7 @@ def run_trend_demo(
     prompts: int | None = None,
     tokens: int | None = None,
     seed: int = 0,
-    progress: Callable[[str, Any], None] | None = None,
+    progress: Progress[DemoEvent] | None = None,
 ) -> TrendDemoResult:
     """Nightly reports every ``every`` commits (``skip`` of nights missing), check, bisect.
 
@@ -141,7 +142,7 @@ def run_trend_demo(
             default ``$REGRESS_DEMO_PROMPTS`` / ``$REGRESS_DEMO_TOKENS`` as for the other
             demo's probe, else 8 and 32.
         seed: where the bug is planted and which nights are missing.
-        progress: called with ("trend", message).
+        progress: receives a :class:`~regress.demo.run.DemoEvent` per step (``where`` "trend").
     """
     from regress.trend.bisect import run_plan
     from regress.trend.check import check_store
@@ -149,8 +150,12 @@ def run_trend_demo(
 
     prompts = prompts or int(os.environ.get("REGRESS_DEMO_PROMPTS", "8"))
     tokens = tokens or int(os.environ.get("REGRESS_DEMO_TOKENS", "32"))
-    say = (lambda m: progress("trend", m)) if progress else (lambda m: None)
     started = time.monotonic()
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(DemoEvent("trend", message, time.monotonic() - started))
+
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="regress-demo-trend-"))
     try:
         repo = build_demo_repo(root / "repo", commits=commits, seed=seed)

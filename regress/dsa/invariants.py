@@ -1,6 +1,7 @@
 """Contract checks on live DSA metadata that return structured violations instead of asserting.
 
-Written against the contract, not one class: anything with ``seq_lens`` (host), ``num_tokens`` and
+Written against the contract, not one class, so the same definition judges the reference mirrors
+and real upstream code loaded in the sandbox (``regress check``): anything with ``seq_lens`` (host), ``num_tokens`` and
 ``req_idx_per_token`` is checked the same way, which is how the same bug class in another sparse
 backend (``QSAAttentionMetadata``) would be caught. Each check reads device buffers back to the
 host, so callers inside CUDA-graph capture must defer them (the sentinel does).
@@ -105,6 +106,16 @@ def check_req_idx_map(metadata: Any) -> list[Violation]:
     return out
 
 
+def kv_lens_2d_fits(shape: Any, requests: int, next_n: int) -> bool:
+    """The one width rule: ``kv_lens_cuda_2d`` holds a row per request and ``next_n`` columns.
+
+    DeepGEMM's ``fp8_paged_mqa_logits`` asserts ``batch_size == __batch_size and next_n ==
+    _next_n`` (:data:`regress.dsa.announce.DEEPGEMM_ASSERT`) on exactly these dimensions.
+    """
+    rows, cols = (int(x) for x in shape)
+    return cols >= next_n and rows >= requests
+
+
 def check_kv_lens_2d_width(metadata: Any) -> list[Violation]:
     """``kv_lens_cuda_2d`` has at least ``next_n`` columns and a row per generation request.
 
@@ -116,15 +127,98 @@ def check_kv_lens_2d_width(metadata: Any) -> list[Violation]:
     if g <= 0:
         return []
     next_n = (int(metadata.num_tokens) - int(metadata.num_ctx_tokens)) // g
-    rows, cols = (int(x) for x in metadata.kv_lens_cuda_2d.shape)
-    if cols >= next_n and rows >= g:
+    if kv_lens_2d_fits(metadata.kv_lens_cuda_2d.shape, g, next_n):
         return []
+    rows, cols = (int(x) for x in metadata.kv_lens_cuda_2d.shape)
     return [
         Violation(
             "kv_lens_2d_width",
             f"kv_lens_cuda_2d is {rows}x{cols} but {g} generation requests carry next_n={next_n} "
             "tokens each: DeepGEMM will abort; announce the shapes with update_spec_dec_param()",
             {"shape": [rows, cols], "num_generations": g, "next_n": next_n},
+        )
+    ]
+
+
+def check_announced_width(metadata: Any, batch_size: int, seq_len_q: int) -> list[Violation]:
+    """After announcing ``seq_len_q`` tokens per request, the MTP buffers can hold them.
+
+    Newer DSA metadata keeps ``kv_lens_cuda_2d`` (``(max_num_sequences, 1 + max_draft_tokens)``),
+    older (e5c90626) the flattened ``kv_lens_expanded_cuda`` (``max_num_sequences * (1 +
+    max_draft_tokens)``); either must be wide enough, and ``max_draft_tokens`` must be
+    ``seq_len_q - 1``.
+    """
+    need = seq_len_q - 1
+    found = getattr(metadata, "max_draft_tokens", None)
+    out: list[Violation] = []
+    if found is not None and int(found) != need:
+        out.append(
+            Violation(
+                "kv_lens_2d_width",
+                f"max_draft_tokens is {found} after announcing seq_len_q={seq_len_q}; "
+                f"expected {need}",
+                {"max_draft_tokens": found, "seq_len_q": seq_len_q},
+            )
+        )
+    kv2d = getattr(metadata, "kv_lens_cuda_2d", None)
+    if kv2d is not None:
+        rows, cols = (int(x) for x in kv2d.shape)
+        if not kv_lens_2d_fits(kv2d.shape, batch_size, seq_len_q):
+            out.append(
+                Violation(
+                    "kv_lens_2d_width",
+                    f"kv_lens_cuda_2d is {rows}x{cols}; {batch_size} requests of {seq_len_q} "
+                    "tokens need next_n columns: DeepGEMM would abort",
+                    {"shape": [rows, cols], "batch_size": batch_size, "seq_len_q": seq_len_q},
+                )
+            )
+        return out
+    expanded = getattr(metadata, "kv_lens_expanded_cuda", None)
+    if expanded is not None and int(expanded.numel()) < batch_size * seq_len_q:
+        out.append(
+            Violation(
+                "kv_lens_2d_width",
+                f"kv_lens_expanded_cuda holds {int(expanded.numel())} entries; {batch_size} "
+                f"requests of {seq_len_q} tokens need {batch_size * seq_len_q}",
+                {"numel": int(expanded.numel()), "batch_size": batch_size, "seq_len_q": seq_len_q},
+            )
+        )
+    return out
+
+
+def check_slot_ownership(metadata: Any, kv_cache_manager: Any) -> list[Violation]:
+    """Every token's indexer-K slot lies in a page of the request the token belongs to.
+
+    ``slot_mapping_fp8`` holds flat byte offsets into the indexer-K pool; the block is
+    ``offset // block_stride`` (upstream ``_compute_slot_mappings``). The manager knows which
+    request owns each block. A stale token-to-request map sends draft tokens of requests
+    ``1..B-1`` into request 0's pages, which this catches even where the map itself is not read.
+    """
+    slots = getattr(metadata, "slot_mapping_fp8", None)
+    if slots is None:
+        return []
+    n = int(metadata.num_tokens)
+    request_ids = list(metadata.request_ids or [])
+    expected = expected_req_idx_per_token([int(x) for x in metadata.seq_lens.tolist()])[:n]
+    stride = kv_cache_manager.indexer_block_stride()
+    written = [int(s) // stride for s in slots[:n].tolist()]
+    owners = [kv_cache_manager.owner_of_block(b) for b in written]
+    wanted = [request_ids[r] if r < len(request_ids) else -1 for r in expected]
+    wrong = [t for t, (o, w) in enumerate(zip(owners, wanted, strict=True)) if o != w]
+    if not wrong:
+        return []
+    t = wrong[0]
+    return [
+        Violation(
+            "indexer_k_slots",
+            f"token {t} (request {wanted[t]}) writes its indexer K into block {written[t]}, "
+            f"owned by request {owners[t]}: {len(wrong)} of {n} tokens write foreign pages",
+            {
+                "seq_lens": [int(x) for x in metadata.seq_lens.tolist()],
+                "owner_of_written_block": owners,
+                "expected_owner": wanted,
+                "blocks_written": written,
+            },
         )
     ]
 

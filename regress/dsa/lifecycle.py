@@ -230,6 +230,34 @@ def iter_draft_loop(
     yield "restore", None
 
 
+def draft_checkpoints(
+    metadata: Any,
+    max_draft_len: int,
+    num_accepted: Sequence[int],
+    *,
+    draft_seq_lens: Sequence[int] | None = None,
+) -> Iterator[str]:
+    """:func:`iter_draft_loop` as the labels a checker names what it saw by.
+
+    Yields ``"draft_begin"`` before the collapse (the target forward's layout, saved for the
+    restore), then ``"draft_step_<i>"`` after step ``i``'s ``update_for_spec_dec()``, the points
+    where upstream guarantees the derived buffers; the restore runs when the generator is
+    exhausted. One labelling for every caller: the reference battery, the upstream scenarios of
+    ``regress check`` and the tests name the same moment the same way.
+
+    Args:
+        num_accepted: accepted tokens per request counting the bonus (1..K+1), as upstream's
+            ``num_accepted_tokens`` (a request that accepted ``a`` drafts passes ``a + 1``).
+    """
+    for stage, step in iter_draft_loop(
+        metadata, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens
+    ):
+        if stage == "draft_begin":
+            yield stage
+        elif stage == "draft_step":
+            yield f"draft_step_{step}"
+
+
 def draft_loop(
     metadata: Any,
     max_draft_len: int,
@@ -345,6 +373,7 @@ __all__ = [
     "Event",
     "Forward",
     "announce",
+    "draft_checkpoints",
     "draft_loop",
     "iter_draft_loop",
     "run_forwards",

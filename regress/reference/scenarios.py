@@ -2,8 +2,9 @@
 
 The draft loop is ``regress.dsa.lifecycle``'s model of the one-model MTP-Eagle worker
 (``tensorrt_llm/_torch/speculative/eagle3.py::Eagle3OneModelWorker``, earlier
-``mtp.py::MTPEagleWorker.forward``), which cites the upstream sources; this module only adds the
-scenario battery over it.
+``mtp.py::MTPEagleWorker.forward``), which cites the upstream sources; the battery checks at its
+:func:`~regress.dsa.lifecycle.draft_checkpoints`, named as ``regress check`` names them. This
+module only adds the scenario battery over it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from regress.dsa.invariants import (
     check_req_idx_map,
     snapshot_spec_state,
 )
-from regress.dsa.lifecycle import iter_draft_loop
+from regress.dsa.lifecycle import draft_checkpoints
+from regress.errors import UsageError
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.indexer import DeepGemmAssertion
 from regress.reference.layerwise import create_run_pack, run_generation_step
@@ -82,26 +84,6 @@ def rewrite_layout(md: Any, seq_lens: Sequence[int]) -> None:
     md.update_for_spec_dec()
 
 
-def draft_loop(md: Any, *, max_draft_len: int, num_accepted: Sequence[int]) -> Iterator[str]:
-    """One MTP-Eagle draft loop after a prepared target forward, as upstream runs it.
-
-    A thin view of ``regress.dsa.lifecycle.iter_draft_loop`` (the one model of upstream's order)
-    for callers that check invariants between steps: yields ``"draft_step_0"`` before the
-    collapse, then ``"draft_step_<i>"`` after each later step's ``update_for_spec_dec()``; the
-    restore runs when the generator is exhausted.
-
-    Args:
-        num_accepted: accepted draft tokens per request (0..K); upstream counts the bonus token
-            too, so each is passed on plus one.
-    """
-    accepted = [a + 1 for a in num_accepted]
-    for stage, step in iter_draft_loop(md, max_draft_len, accepted):
-        if stage == "draft_begin":
-            yield "draft_step_0"
-        elif stage == "draft_step" and step:
-            yield f"draft_step_{step}"
-
-
 def _tag(violations: list[Violation], scenario: str) -> list[Violation]:
     return [Violation(v.check, v.message, {**v.details, "scenario": scenario}) for v in violations]
 
@@ -133,8 +115,8 @@ def map_scenarios(
                 device=device,
             )
             prepare_layout(md, [k + 1] * batch)
-            accepted = [(i * 3) % (k + 1) for i in range(batch)]
-            for stage in draft_loop(md, max_draft_len=k, num_accepted=accepted):
+            accepted = [1 + (i * 3) % (k + 1) for i in range(batch)]  # the bonus token counted
+            for stage in draft_checkpoints(md, k, accepted):
                 out += _tag(check_req_idx_map(md), f"draft_loop_b{batch}_k{k}_{stage}")
         return out
 
@@ -209,10 +191,26 @@ def layerwise_scenarios(
     yield "layerwise_dense_scope", dense_scope
 
 
+def _check_device(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
+            )
+
+
 def run_contract_battery(
     defects: Iterable[str] | None = None, device: str = "cpu"
 ) -> list[Violation]:
-    """Run every scenario and return all violations (empty on a correct implementation)."""
+    """Run every scenario and return all violations (empty on a correct implementation).
+
+    Raises:
+        UsageError: ``device`` is ``cuda`` and torch sees none (found now, not as a torch
+            traceback mid-battery).
+    """
+    _check_device(device)
     out: list[Violation] = []
     for source in (map_scenarios, layerwise_scenarios):
         for _name, run in source(defects, device):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from regress.errors import UsageError
+from regress.errors import FAILED, OK, UsageError
+from regress.progress import Progress
 from regress.trend.bisect import BisectPlan, plan_bisect
 from regress.trend.detect import ChangePoint, DetectorConfig, detect, open_regressions
 from regress.trend.series import Metric, Series, build_series, default_metrics
@@ -15,7 +16,7 @@ SCHEMA = 1
 
 
 @dataclass
-class Finding:
+class SeriesChange:
     """A change point of one series, placed between two nights' commits.
 
     Attributes:
@@ -72,11 +73,11 @@ class CheckResult:
     store: str
     config: DetectorConfig
     series: list[SeriesSummary] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[SeriesChange] = field(default_factory=list)
     since: str | None = None
 
     @property
-    def alarms(self) -> list[Finding]:
+    def alarms(self) -> list[SeriesChange]:
         return [f for f in self.findings if f.alarm]
 
     @property
@@ -85,7 +86,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.alarms else 0
+        return FAILED if self.alarms else OK
 
     def to_dict(self) -> dict:
         return {
@@ -112,7 +113,7 @@ def check_series(
     config: DetectorConfig,
     *,
     since: str | None = None,
-) -> list[Finding]:
+) -> list[SeriesChange]:
     """Change points of one series as findings (no bisects planned yet)."""
     steps = detect(series.values, direction=series.metric.direction, config=config)
     still_open = {s.index for s in open_regressions(steps, config.min_change)}
@@ -121,7 +122,7 @@ def check_series(
         first_bad = _night(series, step.index)
         is_open = step.index in still_open
         out.append(
-            Finding(
+            SeriesChange(
                 metric=series.metric.text,
                 configuration=series.configuration,
                 change=step,
@@ -134,6 +135,51 @@ def check_series(
     return out
 
 
+def _summary(
+    series: Series | None, metric: Metric, cid: str, config: DetectorConfig
+) -> SeriesSummary:
+    """One series as checked: nights and latest value; a note when too short to test."""
+    nights = len(series.points) if series else 0
+    latest = series.points[-1].value if series and nights else None
+    summary = SeriesSummary(metric.text, cid, nights, latest, metric.direction)
+    if nights < 2 * config.min_size:
+        summary.note = f"{nights} night(s); {2 * config.min_size} needed to find a change"
+    return summary
+
+
+def _plan_for(
+    finding: SeriesChange,
+    series: Series,
+    summary: SeriesSummary,
+    planned: set[tuple[str, str, str]],
+    options: Sequence[str],
+    threshold: bool,
+) -> None:
+    """Plan the bisect of an alarm, once per configuration and commit range (the first metric
+    that shows it); record why when none can be planned."""
+    key = (series.configuration, finding.last_good["commit"], finding.first_bad["commit"])
+    if not finding.alarm or key in planned:
+        return
+    if key[1] == key[2]:
+        summary.note = "a change between two nights of the same commit: not code"
+        return
+    planned.add(key)
+    entry = series.entries[finding.change.index]
+    c = finding.change
+    try:
+        finding.bisect = plan_bisect(
+            series.metric,
+            key[1],
+            key[2],
+            entry.report,
+            entry.command,
+            options,
+            levels=(c.before, c.after) if threshold else None,
+        )
+    except UsageError as exc:  # the alarm still stands; say why no bisect
+        finding.bisect_error = str(exc)
+
+
 def check_store(
     store: TrendStore,
     *,
@@ -143,7 +189,7 @@ def check_store(
     bisect: bool = False,
     bisect_options: Sequence[str] = (),
     bisect_threshold: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress[str] | None = None,
 ) -> CheckResult:
     """Check every configuration's series in ``store``.
 
@@ -173,45 +219,18 @@ def check_store(
     result = CheckResult(store=str(store.directory), config=config, since=since)
     planned: set[tuple[str, str, str]] = set()
     for cid, entries in groups.items():
-        wanted = chosen or default_metrics(entries[-1].report)
-        for metric in wanted:
+        for metric in chosen or default_metrics(entries[-1].report):
             series = build_series(entries, metric)
-            nights = len(series.points) if series else 0
-            summary = SeriesSummary(
-                metric.text,
-                cid,
-                nights,
-                series.points[-1].value if nights else None,
-                metric.direction,
-            )
+            summary = _summary(series, metric, cid, config)
             result.series.append(summary)
-            if nights < 2 * config.min_size:
-                summary.note = f"{nights} night(s); {2 * config.min_size} needed to find a change"
+            if summary.note:
                 continue
             if progress:
-                progress(f"{metric.text} [{cid}]: {nights} nights")
+                progress(f"{metric.text} [{cid}]: {summary.nights} nights")
             findings = check_series(series, config, since=since)
-            for finding in findings:
-                key = (cid, finding.last_good["commit"], finding.first_bad["commit"])
-                if bisect and finding.alarm and key not in planned:
-                    if key[1] == key[2]:
-                        summary.note = "a change between two nights of the same commit: not code"
-                    else:
-                        planned.add(key)
-                        entry = series.entries[finding.change.index]
-                        try:
-                            c = finding.change
-                            finding.bisect = plan_bisect(
-                                metric,
-                                key[1],
-                                key[2],
-                                entry.report,
-                                entry.command,
-                                bisect_options,
-                                levels=(c.before, c.after) if bisect_threshold else None,
-                            )
-                        except UsageError as exc:  # the alarm still stands; say why no bisect
-                            finding.bisect_error = str(exc)
+            if bisect:
+                for finding in findings:
+                    _plan_for(finding, series, summary, planned, bisect_options, bisect_threshold)
             result.findings.extend(findings)
     if chosen and not any(s.nights for s in result.series):
         raise UsageError(

@@ -9,15 +9,28 @@ from pathlib import Path
 
 from regress.errors import require_module
 from regress.files import write_atomic
-from regress.trend.check import Finding
-from regress.trend.series import Series
+from regress.trend.check import SeriesChange
+from regress.trend.series import Metric, Series, build_series, default_metrics
+from regress.trend.store import TrendStore
 
 _INSTALL = "pip install matplotlib   (or: pip install 'regress[plot]')"
 
 
+def plotted_series(store: TrendStore, metrics: Sequence[str] = ()) -> list[Series]:
+    """The series ``trend plot`` draws: ``metrics``, else AL per batch size and the AL ratios
+    (per-position acceptance is left out: one panel per depth would bury the headline)."""
+    out = []
+    for entries in store.by_configuration().values():
+        wanted = [Metric.parse(m) for m in metrics] or default_metrics(
+            entries[-1].report, per_position=False
+        )
+        out += [s for s in (build_series(entries, m) for m in wanted) if s and s.points]
+    return out
+
+
 def plot_series(
     series: Sequence[Series],
-    findings: Sequence[Finding],
+    findings: Sequence[SeriesChange],
     path: str | os.PathLike,
     *,
     dpi: int = 100,

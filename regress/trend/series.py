@@ -154,18 +154,18 @@ def index_path(path: str, report: Mapping) -> str:
     return "".join(taken)
 
 
-def default_metrics(report: Mapping) -> list[Metric]:
+def default_metrics(report: Mapping, *, per_position: bool = True) -> list[Metric]:
     """What ``regress trend check`` watches when no ``--metric`` is given.
 
-    AL per batch size, per-position acceptance per batch size, and each batch size's AL over the
-    reference batch size's (the stale ``req_idx_per_token`` signature: batch 8 falls, batch 1
-    does not).
+    AL per batch size, per-position acceptance per batch size (unless ``per_position`` is false:
+    ``trend plot`` leaves them out), and each batch size's AL over the reference batch size's
+    (the stale ``req_idx_per_token`` signature: batch 8 falls, batch 1 does not).
     """
     runs = [r for r in report.get("runs", []) if isinstance(r, Mapping) and "batch_size" in r]
     sizes = sorted({int(r["batch_size"]) for r in runs})
     ref = report.get("config", {}).get("reference_batch_size") or (sizes[0] if sizes else None)
     texts = [f"runs[batch={b}].acceptance_length" for b in sizes]
-    for r in sorted(runs, key=lambda r: r["batch_size"]):
+    for r in sorted(runs, key=lambda r: r["batch_size"]) if per_position else []:
         texts += [
             f"runs[batch={r['batch_size']}].per_position[{i}]"
             for i in range(len(r.get("per_position") or []))

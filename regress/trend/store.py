@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from regress.acceptance.report import Report
+from regress.acceptance.workload import workload_of
 from regress.errors import UsageError
+from regress.files import file_lock, json_digest
 
 SCHEMA = 1
 HISTORY = "history.jsonl"
@@ -39,25 +39,29 @@ LOCK = "history.lock"
 
 # engine options that do not change what is measured
 _IGNORED_ENGINE_KEYS = ("sentinel",)
-# config keys that do: two nights are one series only if all of these agree
-_CONFIG_KEYS = ("batch_sizes", "max_draft_len", "max_new_tokens", "num_prompts", "prompts", "seed")
+# config keys besides the workload that do: the batch sizes measured and the engine's seed
+_RUN_KEYS = ("batch_sizes", "seed")
 
 
 def configuration_of(report: Mapping) -> dict[str, Any]:
-    """What must agree for two nights to belong to one series (not the bootstrap or tolerance)."""
+    """What must agree for two nights to belong to one series (not the bootstrap or tolerance).
+
+    The engine and model, the batch sizes and seed, and the workload as
+    :mod:`regress.acceptance.workload` defines it for a baseline too (the prompts by content).
+    """
     engine = {k: v for k, v in report["engine"].items() if k not in _IGNORED_ENGINE_KEYS}
     config = report["config"]
     return {
         "engine": engine,
         "model": report["model"],
-        **{k: config.get(k) for k in _CONFIG_KEYS},
+        **{k: config.get(k) for k in _RUN_KEYS},
+        **workload_of(config),
     }
 
 
 def config_id(configuration: Mapping) -> str:
     """A short stable name of a configuration."""
-    blob = json.dumps(configuration, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
+    return json_digest(configuration, length=12)
 
 
 def normalize_date(text: str | None, *, now: dt.datetime | None = None) -> str:
@@ -125,12 +129,19 @@ class Entry:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Entry:
+        """The entry of a stored line, its configuration derived afresh from its report.
+
+        Every line keeps its whole report, so a store written under an older definition of the
+        configuration groups by today's (the stored ``config_id`` is for other readers).
+        """
+        report = dict(data["report"])
+        configuration = configuration_of(report)
         return cls(
             commit=data["commit"],
             date=data["date"],
-            config_id=data["config_id"],
-            configuration=dict(data["configuration"]),
-            report=dict(data["report"]),
+            config_id=config_id(configuration),
+            configuration=configuration,
+            report=report,
             command=list(data["command"]) if data.get("command") else None,
             added=data.get("added", ""),
         )
@@ -145,18 +156,15 @@ class TrendStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot use trend store {self.directory}: {exc.strerror}; pass a writable --store"
-            ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(self.directory / LOCK))
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot use trend store {self.directory}: {exc.strerror}; pass a writable "
+                    "--store"
+                ) from exc
             yield
-        finally:
-            os.close(fd)  # closing releases the lock, as does the OS on kill -9
 
     def add(
         self,

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from regress.acceptance.baseline import load_upstream_reference
 from regress.acceptance.profile import judge
+from regress.acceptance.references import (
+    ReferenceLookup,
+    Workload,
+    find_reference,
+    per_position_verdicts,
+)
 from regress.acceptance.stats import RunStats
-from regress.acceptance.verdicts import Finding, UpstreamReference
+from regress.acceptance.verdicts import (
+    CheckStatus,
+    Finding,
+    against_upstream,
+    batch_invariance,
+    conditional_decay,
+)
 from regress.trtllm.hooks import SentinelReport
+
+#: The named failure of TensorRT-LLM issue #18662: MTP accepts no draft token at all (AL 1.0),
+#: seen on DSA with ``use_kv_cache_manager_v2=False`` (V1 ``KVCacheManager`` +
+#: ``DSACacheManager``) on H200, while accuracy stays green.
+NO_DRAFT_ACCEPTED = "no_draft_accepted"
 
 
 def sentinel_failures(report: SentinelReport) -> list[str]:
@@ -38,6 +55,7 @@ class CaseOutcome:
 
     verdicts: list[Finding]
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[str]:
@@ -48,10 +66,68 @@ class CaseOutcome:
         return not self.failures
 
     def explain(self) -> str:
-        """Every verdict's line, then every other problem: what a failing test prints."""
+        """Every verdict's line, then every other problem and note: what a failing test prints."""
         return "\n".join(
-            [v.summary() for v in self.verdicts] + [f"FAIL {p}" for p in self.problems]
+            [v.summary() for v in self.verdicts]
+            + [f"FAIL {p}" for p in self.problems]
+            + [f"note: {n}" for n in self.notes]
         )
+
+
+def no_acceptance(batch_size: int, run: RunStats) -> Finding:
+    """AL 1.0 with drafts made is its own failure, whatever the reference says (#18662).
+
+    A batch-1 reference at AL 1.0 makes every relative gate pass (nothing to lose), which is
+    how the V1 KV-manager bug hides: it has to be named on its own.
+    """
+    dead = run.drafted > 0 and run.accepted == 0
+    details = {
+        "acceptance_length": run.acceptance_length,
+        "drafted": run.drafted,
+        "accepted": run.accepted,
+        "headline": (
+            f"AL {run.acceptance_length:.3f}: none of {run.drafted} draft tokens accepted "
+            "(the TensorRT-LLM #18662 shape)"
+            if dead
+            else f"{run.accepted} of {run.drafted} draft tokens accepted"
+        ),
+        "regressed_metrics": ["acceptance_length"] if dead else [],
+    }
+    return Finding(
+        NO_DRAFT_ACCEPTED, batch_size, CheckStatus.REGRESSION if dead else CheckStatus.PASS, details
+    )
+
+
+@dataclass(frozen=True)
+class CounterpartRun:
+    """The other end of a case's bug axis, measured: see ``regress.trtllm.cases.Counterpart``."""
+
+    check: str
+    label: str
+    stats: RunStats
+
+
+def against_counterpart(batch_size: int, run: RunStats, other: CounterpartRun, *, tolerance: float):
+    """Judge a run against its counterpart at the same batch size, on the same prompts.
+
+    ``kv_manager_parity`` (the V1 run against V2): AL and every position within ``tolerance``,
+    the batch-invariance arithmetic with V2 in the reference's place. ``index_share_decay``
+    (share on against share off): conditional acceptance must not decay faster with depth, the
+    conditional-decay arithmetic. The verdicts keep that arithmetic and carry the axis' name.
+    """
+    runs = {0: other.stats, batch_size: run}
+    if other.check == "index_share_decay":
+        found = conditional_decay(runs, tolerance, reference_batch=0)
+    else:
+        found = batch_invariance(runs, tolerance, reference_batch=0)
+    return [
+        dataclasses.replace(
+            v,
+            check=other.check,
+            details={**v.details, "reference_batch_size": None, "compared_with": other.label},
+        )
+        for v in found
+    ]
 
 
 def judge_case(
@@ -61,56 +137,60 @@ def judge_case(
     sentinel: SentinelReport,
     *,
     tolerance: float,
-    upstream: UpstreamReference | None = None,
+    lookup: ReferenceLookup | None = None,
+    counterpart: CounterpartRun | None = None,
 ) -> CaseOutcome:
-    """Gate one case against its batch-1 reference.
+    """Gate one case against its batch-1 reference, its counterpart and its own reference.
 
-    The gates (issue 7): AL at this batch within ``tolerance`` of batch 1, every per-position
-    acceptance within tolerance of batch 1 (``batch_invariance``), conditional acceptance not
-    decaying with depth faster than at batch 1 (``conditional_decay``), no sentinel violation,
-    and, when ``upstream`` is given, upstream's absolute ``min_al``. The arithmetic is
+    The gates (issue 7, issue 21): AL at this batch within ``tolerance`` of batch 1, every
+    per-position acceptance within tolerance of batch 1 (``batch_invariance``), conditional
+    acceptance not decaying with depth faster than at batch 1 (``conditional_decay``), no
+    sentinel violation, no run that accepts nothing (:func:`no_acceptance`), the counterpart of
+    the case's bug axis (:func:`against_counterpart`), and, when ``lookup`` found an entry
+    measured on this workload, its ``min_al`` and per-position floors. The arithmetic is
     ``regress.acceptance``'s; only the verdicts about this batch size are kept, so the batch-1
     run shared by a series is judged once, by its own case.
 
     Args:
         batch_size: the case's batch size (1 judges the reference run on its own).
-        reference: batch-1 statistics of the same model, K and CUDA-graph setting.
+        reference: batch-1 statistics of the same model and parameters.
         run: this case's statistics (the same object as ``reference`` at batch 1).
         sentinel: what the sentinel recorded during this case's run.
         tolerance: relative drop tolerated (see ``regress.trtllm.cases.TOLERANCE``).
-        upstream: an ``acceptance_length.yaml`` entry, or None.
+        lookup: the workload-matched reference (:func:`own_reference`), or None.
+        counterpart: the axis' other end at this batch size, or None.
     """
     runs = {1: reference, batch_size: run}
-    verdicts = judge(
-        runs,
-        tolerance=tolerance,
-        baseline=upstream,
-        sentinel={batch_size: sentinel.violations},
-    )
+    gate = lookup.reference if lookup is not None else None
+    verdicts = judge(runs, tolerance=tolerance, sentinel={batch_size: sentinel.violations})
     mine = [v for v in verdicts if v.batch_size in (batch_size, None)]
-    return CaseOutcome(mine, sentinel_failures(sentinel))
+    mine.append(no_acceptance(batch_size, run))
+    if gate is not None:
+        mine += against_upstream({batch_size: run}, gate)
+        mine += per_position_verdicts({batch_size: run}, lookup)
+    if counterpart is not None:
+        mine += against_counterpart(batch_size, run, counterpart, tolerance=tolerance)
+    notes = list(lookup.skipped) if lookup is not None else []
+    return CaseOutcome(mine, sentinel_failures(sentinel), notes)
 
 
-def upstream_reference(
-    path: Path | str | None, keys: Sequence[str], *, prompt_set: str | None = None
-) -> UpstreamReference | None:
-    """The first of ``keys`` in an upstream-style ``acceptance_length.yaml`` that applies, or None.
+def own_reference(
+    path: Path | str | None, keys: Sequence[str], workload: Workload
+) -> ReferenceLookup:
+    """Our own reference for a case: the first of ``keys`` measured on ``workload``, or none.
 
-    The ``min_al`` gate is optional: a case without an entry is judged on batch invariance alone.
-    An entry may say which prompt set it was measured on (``prompts: mt_bench``); AL depends on
-    the prompts, so such an entry applies only to runs on that set.
+    The ``min_al`` gate is optional: a case without an entry is judged on batch invariance
+    alone. Upstream's keys are never among ``keys`` here (``Case.reference_keys``), and an
+    entry without a recorded workload is not applied even under one of them.
     """
-    if path is None or not Path(path).is_file():
-        return None
-    import yaml
+    return find_reference(path, keys, workload)
 
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    for key in keys:
-        entry = data.get(key)
-        if entry is None:
-            continue
-        measured_on = (entry or {}).get("prompts")
-        if measured_on is not None and measured_on != prompt_set:
-            return None
-        return load_upstream_reference(path, key)
-    return None
+
+def completion_failures(expected: int, finished: int, *, error: str | None = None) -> list[str]:
+    """Why a fill-the-pool run failed: the engine died, or requests never finished (#18660)."""
+    failures = []
+    if error is not None:
+        failures.append(f"the engine failed while the indexer cache pool was full: {error}")
+    if finished < expected:
+        failures.append(f"{expected - finished} of {expected} requests did not finish")
+    return failures

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import json
@@ -15,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from regress.dsa.announce import DEEPGEMM_ASSERT
-from regress.errors import MissingDependencyError
+from regress.errors import MissingDependencyError, UsageError
+
+#: The ``python -m`` entry point of the child process (a CLI module).
+CHILD = "regress.cli.child"
 
 # Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
 # runner.py) never announced seq_len_q > 1 GEN packs to the attention metadata, so DSA's
 # kv_lens_cuda_2d stayed one column wide and DeepGEMM aborted. The fix must stay confined to DSA:
 # non-DSA metadata keeps max_total_draft_tokens unset. A DeepGEMM host assertion may kill the
-# process, so each configuration runs in a child process (python -m regress.trtllm.layerwise) that
-# writes one JSON line per result as it goes.
+# process, so each configuration runs in a child process (python -m regress.cli.child layerwise)
+# that writes one JSON line per result as it goes.
 # Checked: runner.py @ 020cbd8a (no announcement yet) has Runner.__init__ with exactly the keyword
 # set passed below, create_run_pack(run_type, *, batch_size, request_id_begin, seq_len_q,
 # seq_len_kv_cache, kv_cache_manager, attn_workspace=None) returning a run_pack closure over
@@ -65,6 +67,8 @@ class ShapeResult:
         metadata_class: the attention metadata class the runner built.
         max_total_draft_tokens: its value after the pack was prepared.
         kv_lens_2d_shape: ``kv_lens_cuda_2d.shape`` for DSA metadata.
+        buffer: the indexer buffer set the step reads (``regress.trtllm.mtp_buffers``).
+        sm: the GPU's compute capability, ``major * 10 + minor``.
     """
 
     backend: str
@@ -77,6 +81,8 @@ class ShapeResult:
     metadata_class: str | None = None
     max_total_draft_tokens: Any = None
     kv_lens_2d_shape: list[int] | None = None
+    buffer: str | None = None
+    sm: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -160,14 +166,22 @@ def default_spec_state(metadata: Any) -> dict[str, Any]:
 
 
 def check_metadata(metadata: Any, result: ShapeResult) -> None:
-    """Fill ``result`` with the metadata's class, shapes and contract violations."""
-    from regress.dsa.invariants import check_dense_untouched, check_kv_lens_2d_width
+    """Fill ``result`` with the metadata's class, shapes and contract violations.
+
+    DSA metadata is held to the width contract of the buffer set its step reads, and on sm90 to
+    the expanded set for K > 1 (``regress.trtllm.mtp_buffers``).
+    """
+    from regress.dsa.invariants import check_dense_untouched
+    from regress.trtllm import mtp_buffers
 
     result.metadata_class = f"{type(metadata).__module__}.{type(metadata).__qualname__}"
     result.max_total_draft_tokens = getattr(metadata, "max_total_draft_tokens", None)
     if hasattr(metadata, "kv_lens_cuda_2d"):
         result.kv_lens_2d_shape = [int(x) for x in metadata.kv_lens_cuda_2d.shape]
-        found = check_kv_lens_2d_width(metadata)
+        result.buffer = mtp_buffers.buffer_in_use(metadata)
+        found = mtp_buffers.check_width(metadata)
+        if result.sm is not None:
+            found += mtp_buffers.check_arch_buffers(metadata, result.sm)
     else:
         found = check_dense_untouched(default_spec_state(metadata), metadata)
     result.violations = [dataclasses.asdict(v) for v in found]
@@ -217,17 +231,44 @@ class ShapeCheck:
     load_format: str = "DUMMY"
 
     def argv(self) -> list[str]:
-        return [
-            "--model", self.model,
-            "--backend", self.backend,
-            "--batch-size", str(self.batch_size),
-            "--seq-len-q", ",".join(map(str, self.seq_len_q)),
-            "--seq-len-kv-cache", str(self.seq_len_kv_cache),
-            "--layer-indices", ",".join(map(str, self.layer_indices)),
-            "--tokens-per-block", str(self.tokens_per_block),
-            "--moe-backend", self.moe_backend,
-            "--load-format", self.load_format,
-        ]  # fmt: skip
+        """The check as child-process flags (``--batch-size 32``); :meth:`from_argv` reads them."""
+        out = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out += [
+                _flag(f.name),
+                ",".join(map(str, value)) if isinstance(value, tuple) else str(value),
+            ]
+        return out
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> ShapeCheck:
+        """The check :meth:`argv` describes; flags left out keep their defaults.
+
+        Raises:
+            UsageError: not flag/value pairs of known flags, a value of the wrong type, no model.
+        """
+        fields = {_flag(f.name): f for f in dataclasses.fields(cls)}
+        if len(argv) % 2 or any(flag not in fields for flag in argv[::2]) or "--model" not in argv:
+            raise UsageError(f"give --model and flag/value pairs of {', '.join(fields)}: {argv}")
+        kwargs: dict[str, Any] = {}
+        for flag, text in zip(argv[::2], argv[1::2], strict=True):
+            kind = str(fields[flag].type)
+            try:
+                kwargs[fields[flag].name] = (
+                    tuple(int(x) for x in text.split(","))
+                    if kind.startswith("tuple")
+                    else int(text)
+                    if kind == "int"
+                    else text
+                )
+            except ValueError as exc:
+                raise UsageError(f"{flag} {text!r}: {exc}") from exc
+        return cls(**kwargs)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> None:
@@ -275,8 +316,9 @@ def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> No
         ),
     )
     workspace = torch.empty((0,), device="cuda", dtype=torch.int8)
+    major, minor = torch.cuda.get_device_capability(0)
     for seq_len_q in check.seq_len_q:
-        result = ShapeResult(check.backend, check.batch_size, seq_len_q)
+        result = ShapeResult(check.backend, check.batch_size, seq_len_q, sm=major * 10 + minor)
         try:
             pack = runner.create_run_pack(
                 "GEN",
@@ -308,32 +350,13 @@ def run_in_process(check: ShapeCheck, emit: Callable[[ShapeResult], None]) -> No
         emit(result)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Child-process entry: run one ``ShapeCheck``, one JSON line per result on ``--out``."""
-    parser = argparse.ArgumentParser(prog="python -m regress.trtllm.layerwise")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--backend", default="dsa")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len-q", default="1,4")
-    parser.add_argument("--seq-len-kv-cache", type=int, default=2049)
-    parser.add_argument("--layer-indices", default="1")
-    parser.add_argument("--tokens-per-block", type=int, default=64)
-    parser.add_argument("--moe-backend", default="CUTLASS")
-    parser.add_argument("--load-format", default="DUMMY")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    check = ShapeCheck(
-        model=args.model,
-        backend=args.backend,
-        batch_size=args.batch_size,
-        seq_len_q=tuple(int(x) for x in args.seq_len_q.split(",")),
-        seq_len_kv_cache=args.seq_len_kv_cache,
-        layer_indices=tuple(int(x) for x in args.layer_indices.split(",")),
-        tokens_per_block=args.tokens_per_block,
-        moe_backend=args.moe_backend,
-        load_format=args.load_format,
-    )
-    out = Path(args.out)
+def run_to_file(check: ShapeCheck, out: Path) -> bool:
+    """Run ``check`` in this process, appending one JSON line per result to ``out``.
+
+    Each line is written as its result is known, so a DeepGEMM abort later in the run loses
+    nothing already measured. Returns whether every result was ok.
+    """
+    out = Path(out)
     failed = False
 
     def emit(result: ShapeResult) -> None:
@@ -343,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle.write(json.dumps(result.to_dict(), default=repr) + "\n")
 
     run_in_process(check, emit)
-    return 1 if failed else 0
+    return not failed
 
 
 Spawn = Callable[..., subprocess.CompletedProcess]
@@ -365,7 +388,7 @@ def run_in_subprocess(
     out = Path(out)
     out.unlink(missing_ok=True)
     proc = spawn(
-        [python, "-m", "regress.trtllm.layerwise", *check.argv(), "--out", str(out)],
+        [python, "-m", CHILD, "layerwise", *check.argv(), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -395,7 +418,3 @@ def run_in_subprocess(
             )
         )
     return results
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised in the child process
-    sys.exit(main())

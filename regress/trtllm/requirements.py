@@ -17,13 +17,24 @@ DEFAULT_FALLBACK_ROOTS: tuple[str, ...] = (
 
 HOPPER = 90
 BLACKWELL = 100
-_ARCH_NAMES = {HOPPER: "Hopper", BLACKWELL: "Blackwell"}
+#: The datacenter Blackwell parts (sm100 B200/GB200, sm103 B300/GB300). Upstream's
+#: ``TestDeepSeekV32::test_fp8_blockscale`` switches to its Blackwell settings only for
+#: ``get_sm_version() == 100 or get_sm_version() == 103``; SM120/121 keep the Hopper settings
+#: (``tests/integration/defs/accuracy/test_llm_api_pytorch.py`` @ 000b1b9b). ``sm >= 100`` is not
+#: that set.
+SM100_FAMILY: tuple[int, ...] = (100, 103)
+_ARCH_NAMES = {HOPPER: "Hopper", BLACKWELL: "Blackwell", 103: "Blackwell", 120: "Blackwell"}
 
 
 def arch_name(sm: int) -> str:
     """``90 -> "Hopper (sm90)"``; other values print as ``smNN``."""
     name = _ARCH_NAMES.get(sm)
     return f"{name} (sm{sm})" if name else f"sm{sm}"
+
+
+def in_sm100_family(sm: int | None) -> bool:
+    """Whether ``sm`` is one of :data:`SM100_FAMILY` (None, not known, is not)."""
+    return sm is not None and sm in SM100_FAMILY
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,8 @@ class Needs:
         min_sm: oldest architecture allowed (``HOPPER`` = 90, ``BLACKWELL`` = 100), or None.
         min_memory_mib: per-device memory floor (upstream ``skip_less_device_memory``), or None.
         trtllm: whether ``tensorrt_llm`` must be importable.
+        sms: the exact architectures allowed, or None for any at or above ``min_sm``; for a
+            case about one architecture's code path (the SM90 vs SM100 MTP buffer sets).
     """
 
     checkpoint: str | None = None
@@ -163,6 +176,7 @@ class Needs:
     min_sm: int | None = None
     min_memory_mib: int | None = None
     trtllm: bool = True
+    sms: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +282,11 @@ def device_unmet(needs: Needs, devices: Devices) -> list[Unmet]:
                     f"needs {arch_name(needs.min_sm)} or newer, have {_describe(devices)}",
                 )
             )
+    if needs.sms is not None:
+        other = [d for d in used if d.sm not in needs.sms]
+        if other or not used:
+            wanted = " or ".join(arch_name(sm) for sm in needs.sms)
+            unmet.append(Unmet("arch", f"needs {wanted} exactly, have {_describe(devices)}"))
     if needs.min_memory_mib is not None and used:
         small = min(d.memory_mib for d in used)
         if small < needs.min_memory_mib:
@@ -288,7 +307,7 @@ def unmet(needs: Needs, environment: Environment | None = None) -> list[Unmet]:
         found.append(missing)
     if needs.checkpoint and (missing := missing_checkpoint(needs.checkpoint, environment)):
         found.append(missing)
-    if needs.gpus > 0 or needs.min_sm is not None:
+    if needs.gpus > 0 or needs.min_sm is not None or needs.sms is not None:
         found.extend(device_unmet(needs, environment.devices()))
     return found
 

@@ -27,7 +27,7 @@ def acceptance_engine(spec: LlmSpec, *, llmapi: Any = None, engine_cls: Any = No
     same keys are overridden, its options still describe the run in the report).
     """
     if engine_cls is None:
-        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as engine_cls
+        from regress.trtllm.engine import TrtllmAcceptanceEngine as engine_cls
     llm_kwargs = to_llm_kwargs(spec, llmapi)
     llm_kwargs.pop("model")
     return engine_cls(
@@ -197,3 +197,24 @@ def load_prompt_set(
     if not prompts:
         raise UsageError(f"prompts file {path} holds no prompts")
     return name or ("mt_bench" if mt_bench else Path(path).stem), prompts
+
+
+def shared_prefix_prompts(prompts: Sequence[Prompt], *, count: int, prefix_chars: int) -> list[str]:
+    """``count`` text prompts that share one long prefix, for the indexer-pool fill (#18660).
+
+    The prefix is the prompts themselves, joined and repeated to ``prefix_chars`` characters
+    (cut at a space); each request then asks one of them. With block reuse on, the requests
+    share the prefix's KV blocks while each still needs its own indexer-K pages, which is the
+    load under which TensorRT-LLM issue #18660 saw KV-manager V2 abort.
+
+    Raises:
+        UsageError: prompts that are token ids (the prefix is text).
+    """
+    texts = [p for p in prompts if isinstance(p, str)]
+    if not texts or len(texts) != len(prompts):
+        raise UsageError("the shared-prefix prompts are built from text prompts, not token ids")
+    joined = "\n\n".join(texts)
+    repeats = prefix_chars // len(joined) + 1
+    prefix = "\n\n".join([joined] * repeats)[:prefix_chars]
+    prefix = prefix[: prefix.rfind(" ")] if " " in prefix else prefix
+    return [f"{prefix}\n\nQuestion {i + 1}: {texts[i % len(texts)]}" for i in range(count)]

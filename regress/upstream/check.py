@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
+from regress.progress import Progress
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.blame import blame, describe
 from regress.upstream.eras import ENV, Settings, Upstream, all_values, plan_for
+from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 from regress.upstream.report import CheckReport
 from regress.upstream.scenarios import SCENARIOS, ScenarioResult
 from regress.upstream.shells import Sandbox
@@ -18,22 +19,17 @@ from regress.upstream.shells import Sandbox
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
 
-Progress = Callable[[str], None]
 #: What a gap asks of the reader (exit 3; a bisect probe skips the commit).
 _NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
 
 
 def scenario_names() -> list[str]:
     """Every scenario ``--scenario`` accepts."""
-    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
-
-    return [*SCENARIOS, *LIFECYCLE_SCENARIOS]
+    return list(SCENARIOS)
 
 
 def _scenarios():
-    from regress.upstream.lifecycle import LIFECYCLE_SCENARIOS
-
-    return {**SCENARIOS, **LIFECYCLE_SCENARIOS}
+    return dict(SCENARIOS)
 
 
 def run_check(
@@ -41,7 +37,7 @@ def run_check(
     *,
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
-    progress: Progress | None = None,
+    progress: Progress[str] | None = None,
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
 

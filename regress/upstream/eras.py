@@ -1,7 +1,7 @@
 """Per-era table: which real modules run, what the stubs must answer, how metadata is built.
 
-Era detection is :func:`regress.trtllm.paths.resolve_source_tree` (one table of eras for all of
-regress); this module only adds what the sandbox needs per era. Needs were found by running the
+Era detection is :func:`regress.upstream.layout.resolve_source_tree` (one table of eras for all
+of regress); this module only adds what the sandbox needs per era. Needs were found by running the
 real files (``../shared/trtllm-facts.md``, "Running upstream DSA metadata on a CPU"): era B @
 e5c90626 (``attention_backend/sparse/dsa/metadata.py`` with ``indexer.py``, ``trtllm.py``,
 ``interface.py``), era A ``attention_backend/sparse/dsa.py`` @ 00e3c1a5, era C
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regress.trtllm.paths import TrtllmLayout
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.fakes import FakeKVCacheManager, RecordingLogger
+from regress.upstream.layout import ERAS, TrtllmLayout
 from regress.upstream.stubs import StubModule, is_placeholder
 
 #: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
-#: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (paths.ERAS).
+#: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (layout.ERAS).
 REAL: dict[str, tuple[str, ...]] = {
     "A": ("{backends}/interface.py", "{backends}/trtllm.py", "{dsa}"),
     "B": (
@@ -183,8 +183,6 @@ def _dotted(rel: str) -> str:
 
 def plan_for(layout: TrtllmLayout) -> EraPlan:
     """The modules to execute for ``layout`` (its era decides the table row)."""
-    from regress.trtllm.paths import ERAS
-
     era = next(e for e in ERAS if e.name == layout.era)
     fields = {
         "backends": era.backends,

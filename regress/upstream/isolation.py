@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from regress.upstream import Fake, Ledger
 from regress.upstream.eras import Settings
@@ -46,6 +46,8 @@ _EXIT_MARK = "regress-check: upstream called os._exit"
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')
 _TAIL_BYTES = 64 * 1024
 _REAL_EXIT = os._exit
+#: The module holding the child's entry point (``check-tree``).
+CHILD = "regress.cli.child"
 
 
 class _Terminated(BaseException):
@@ -64,7 +66,7 @@ def run_check_isolated(
     A tree that is not TensorRT-LLM is reported without starting a child. ``seconds`` is the wall
     time of the whole check, interpreter start of the child included.
     """
-    from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
+    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 
     started = time.monotonic()
     report = CheckReport(source=str(source))
@@ -114,7 +116,7 @@ def _child_env() -> dict[str, str]:
 
 def _spawn(work: Path, timeout: float) -> tuple[int, bool]:
     """Run the child to its end (or kill it at the deadline); its exit status and a timeout flag."""
-    argv = [sys.executable, "-m", "regress.upstream.isolation", str(work)]
+    argv = [sys.executable, "-m", CHILD, "check-tree", str(work)]
     timed_out = False
     with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
         proc = subprocess.Popen(
@@ -255,9 +257,12 @@ def _guard_os_exit(root: Path) -> None:
     os._exit = _exit
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """The child: ``python -m regress.upstream.isolation WORKDIR`` (request.json in WORKDIR)."""
-    work = Path((argv if argv is not None else sys.argv[1:])[0])
+def run_child(work: Path) -> int:
+    """The child's work (``python -m regress.cli.child check-tree WORKDIR``): its exit code.
+
+    Reads ``request.json`` in ``work``, checks the tree and writes ``report.json`` there. The
+    caller must then end the process with :func:`end_process`.
+    """
     request = json.loads((work / "request.json").read_text())
     faulthandler.enable(all_threads=True)
     _guard_os_exit(Path(request["root"]))
@@ -281,10 +286,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     doc["token"] = request["token"]
     write_json_atomic(work / "report.json", doc)
     faulthandler.cancel_dump_traceback_later()
+    return int(doc["exit_code"])
+
+
+def end_process(code: int) -> NoReturn:
+    """End the child now: no atexit handlers, no joining threads the tree may have started."""
     sys.stdout.flush()
     sys.stderr.flush()
-    _REAL_EXIT(int(doc["exit_code"]))  # no atexit handlers, no joining threads the tree started
-
-
-if __name__ == "__main__":
-    main()
+    _REAL_EXIT(code)

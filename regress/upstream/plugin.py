@@ -1,6 +1,8 @@
 """pytest side of ``regress check``: ``--trtllm-src PATH`` (or ``$REGRESS_TRTLLM_SRC``).
 
-Registered from :mod:`regress.pytest_plugin`. Tests that take the ``trtllm_src`` fixture run the
+Loaded by :mod:`regress.pytest_plugin` for a project that opted in (``regress = true`` in its
+pytest ini, or ``-p regress.pytest_plugin``), or on its own with ``-p regress.upstream.plugin``;
+an unrelated project with regress installed never sees the option or the fixture. Tests that take the ``trtllm_src`` fixture run the
 contract scenarios against that real TensorRT-LLM tree; without one they are collected and
 skipped with the reason, so a CPU CI that has no TensorRT-LLM checkout stays green and honest.
 Test paths inside the tree are upstream's own unit tests: they run through the sandbox, CUDA on

@@ -47,7 +47,7 @@ def _inside(arg: str, checkout: Path, cwd: Path) -> bool:
 
 def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
     """Install :class:`SandboxedTests` when the run's test paths lie inside ``source``."""
-    from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
+    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 
     cwd = Path(config.invocation_params.dir)
     checkout = (source if source.is_absolute() else cwd / source).resolve()
@@ -110,7 +110,7 @@ class SandboxedTests:
     """The pytest plugin object of a run of upstream's tests (see the module docstring)."""
 
     def __init__(self, layout: Any, settings: Settings | None = None) -> None:
-        from regress.trtllm.paths import ERAS
+        from regress.upstream.layout import ERAS
         from regress.upstream.shells import Sandbox
 
         self.settings = settings or Settings()

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from regress.errors import BAD_INPUT, FAILED, OK, UNFINISHED
 from regress.upstream import Ledger
 from regress.upstream.scenarios import ScenarioResult
 
-#: Exit codes of ``regress check`` (README table): contracts hold / one broken / bad input / the
-#: sandbox cannot load the tree.
-EXIT_OK, EXIT_BROKEN, EXIT_NOT_A_TREE, EXIT_GAP = 0, 1, 2, 3
+#: Exit codes of ``regress check`` (``regress.errors.EXIT_CODES``): contracts hold / one broken /
+#: not a TensorRT-LLM tree / the sandbox cannot load the tree.
+EXIT_OK, EXIT_BROKEN, EXIT_NOT_A_TREE, EXIT_GAP = OK, FAILED, BAD_INPUT, UNFINISHED
 
 
 @dataclass

@@ -1,27 +1,43 @@
-"""The contract scenarios, driven against real upstream metadata loaded in the sandbox.
+"""The contract scenarios of ``regress check``, driven against real upstream metadata in the sandbox.
 
 Each scenario builds metadata the way upstream callers do and checks the contracts of
-:mod:`regress.dsa.invariants` (and :mod:`regress.upstream.contracts`) at every step. The draft loop
-mirrors the one-model MTP-Eagle worker (``tensorrt_llm/_torch/speculative/mtp.py::
-MTPEagleWorker.forward``, later ``eagle3.py::Eagle3OneModelWorker``): end of draft step 0 fills
-``seq_lens`` with 1, calls ``on_update()``, turns contexts into generations, rewinds
-``kv_lens_cuda`` by the rejected drafts and calls ``update_for_spec_dec()``; later steps add 1 to
-``kv_lens_cuda`` and call ``update_for_spec_dec()``; afterwards the saved fields are restored
-(``restore_from_spec_dec()``) and ``on_update()`` runs.
+:mod:`regress.dsa.invariants` at every step. The draft loop is :mod:`regress.dsa.lifecycle`'s one
+model of the one-model MTP-Eagle worker (``tensorrt_llm/_torch/speculative/mtp.py::
+MTPEagleWorker.forward``, later ``eagle3.py::Eagle3OneModelWorker``), observed at its
+:func:`~regress.dsa.lifecycle.draft_checkpoints`.
+
+Scenarios 1 and 2a check the map and the announced widths. Scenario 3 drives one metadata object
+through the per-forward order found in upstream (``../shared/trtllm-facts.md``, "Lifecycle and
+config facts"): built without ``seq_lens``; ``update_spec_dec_param()`` first
+(``model_engine.forward``), then the batch fields and ``prepare()``, the draft loop, the restore
+after it (``restore_from_spec_dec()`` + ``on_update()``,
+``speculative/eagle3.py::_restore_attn_metadata_from_spec_dec``), and the next forward. The
+runtime :class:`~regress.dsa.sentinel.Sentinel` is attached throughout: it must neither crash nor
+flag a fixed build, and must flag a pre-fix one. Scenario 2b runs the layer-wise runner's guard.
 """
 
 from __future__ import annotations
 
+import traceback
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
-from regress.dsa.invariants import Violation, check_req_idx_map
-from regress.dsa.lifecycle import iter_draft_loop
-from regress.upstream.contracts import check_announced_width, check_slot_ownership
+from regress.dsa.invariants import (
+    Violation,
+    check_announced_width,
+    check_req_idx_map,
+    check_slot_ownership,
+)
+from regress.dsa.lifecycle import draft_checkpoints
+from regress.dsa.sentinel import SENTINEL_ERROR
+from regress.upstream import SandboxGap
 from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.shells import Sandbox
 
 
 @dataclass(frozen=True)
@@ -105,14 +121,11 @@ def target_forward(up: Upstream, layout: Layout) -> tuple[Any, FakeKVCacheManage
     return md, kvm
 
 
-def draft_loop(md: Any, *, max_draft_len: int, num_accepted: list[int]) -> Iterator[str]:
-    """The metadata side of one MTP-Eagle draft loop; yields ``draft_step_<i>`` after every step.
-
-    A view of :func:`regress.dsa.lifecycle.iter_draft_loop`, the one model of upstream's order.
-    """
-    for stage, step in iter_draft_loop(md, max_draft_len, num_accepted):
-        if stage == "draft_step":
-            yield f"draft_step_{step}"
+def draft_steps(md: Any, *, max_draft_len: int, num_accepted: list[int]) -> Iterator[str]:
+    """The draft loop's checkpoints after ``prepare()`` was observed: ``draft_step_<i>`` only."""
+    for where in draft_checkpoints(md, max_draft_len, num_accepted):
+        if where != "draft_begin":  # the target layout, already seen as after_prepare
+            yield where
 
 
 def _accepted(batch: int, k: int) -> list[int]:
@@ -127,7 +140,7 @@ def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
         md, kvm = target_forward(up, layout)
         _observe(md, kvm, "after_prepare", result)
         k = layout.max_draft_len
-        for where in draft_loop(
+        for where in draft_steps(
             md, max_draft_len=k, num_accepted=_accepted(len(layout.seq_lens), k)
         ):
             _observe(md, kvm, where, result)
@@ -162,7 +175,191 @@ def shape_announcement(up: Upstream) -> list[ScenarioResult]:
     return out
 
 
+_SENTINEL_DIR = str(Path(__file__).resolve().parents[1] / "dsa")
+
+
+def _from_sentinel(exc: BaseException, tree: Path) -> bool:
+    """Whether the innermost frame that is either sentinel or upstream code is the sentinel's."""
+    tree_s = str(tree)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename.startswith(_SENTINEL_DIR):
+            return True
+        if frame.filename.startswith(tree_s):
+            return False
+    return False
+
+
+def _set_batch(up: Upstream, md: Any, seq_lens: list[int], cached: list[int]) -> None:
+    """What ``_prepare_inputs`` does before ``prepare()``: the batch fields of this forward."""
+    import torch
+
+    for key, value in up.batch_kwargs(len(seq_lens), cached).items():
+        setattr(md, key, value)
+    md.seq_lens = torch.tensor(seq_lens, dtype=torch.int)
+    md.num_contexts = 0
+
+
+def sentinel_lifecycle(up: Upstream) -> list[ScenarioResult]:
+    """Scenario 3: the sentinel rides two forwards and one draft loop of real metadata.
+
+    The sentinel is regress code, so its findings are judged against ground truth taken in the
+    same run (the map checked directly after every draft step): the scenario fails only when the
+    tree breaks the contract and the sentinel says so. A sentinel that crashes, flags a tree whose
+    map is right (a false positive) or misses a broken one is reported as ``error``, a regress
+    bug that never changes the tree's exit code.
+    """
+    out = []
+    for batch, k in ((4, 4), (8, 3)):
+        out.append(_ride(up, batch, k))
+    return out
+
+
+def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
+    from regress.dsa.sentinel import Sentinel
+
+    result = ScenarioResult(f"sentinel_lifecycle/b{batch}_k{k}")
+    kvm = FakeKVCacheManager(batch)
+    md = up.make_metadata(kvm, max_num_tokens=batch * (k + 1) * 2, seq_lens=None)
+    sentinel = Sentinel().attach(md)
+    cached = [40 + 10 * i for i in range(batch)]
+    truth: list[Violation] = []
+    stage = "update_spec_dec_param(seq_lens=None)"
+    try:
+        md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
+        stage = "prepare()"
+        _set_batch(up, md, [k + 1] * batch, cached)
+        md.prepare()
+        accepted = _accepted(batch, k)
+        for step in draft_steps(md, max_draft_len=k, num_accepted=accepted):
+            stage = step
+            truth += [
+                Violation(v.check, v.message, {**v.details, "step": step})
+                for v in check_req_idx_map(md)
+            ]
+        stage = "next forward: update_spec_dec_param()"
+        md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
+        stage = "next forward: prepare()"
+        _set_batch(
+            up, md, [k + 1] * batch, [c + a + 1 for c, a in zip(cached, accepted, strict=True)]
+        )
+        md.prepare()
+        sentinel.flush()
+    except SandboxGap:
+        raise
+    except Exception as exc:
+        if not _from_sentinel(exc, up.plan.checkout):
+            raise
+        result.status = "error"
+        result.note = f"the sentinel crashed at {stage}: {type(exc).__name__}: {exc}"
+        return result
+    finally:
+        sentinel.detach()
+    flagged = [
+        Violation(v.check, v.message, {**v.details, "site": v.site, "seq_lens": v.seq_lens})
+        for v in sentinel.violations
+    ]
+    counts = f"{sentinel.summary()['checks_run']} checks, {sentinel.num_violations} violations"
+    crashed = [v for v in flagged if v.check == SENTINEL_ERROR]
+    if crashed:  # the sentinel catches its own errors and records them; still a regress bug
+        v = crashed[0]
+        result.status = "error"
+        result.note = f"the sentinel crashed at {v.details['site']}: {v.message}"
+    elif truth and flagged:
+        result.add(flagged, "sentinel")  # the tree is broken and the sentinel said so
+        result.note = f"sentinel flagged the broken map ({counts})"
+    elif truth:
+        result.status = "error"
+        result.note = (
+            f"the sentinel missed a stale map seen directly ({counts}): {truth[0].message}"
+        )
+    elif flagged:
+        v = flagged[0]
+        result.status = "error"
+        result.note = (
+            f"the sentinel flagged a correct map ({counts}), a false positive at "
+            f"{v.details['site']}: {v.message}"
+        )
+    else:
+        result.note = f"sentinel silent on a correct map ({counts})"
+    return result
+
+
+def runner_guard(up: Upstream) -> list[ScenarioResult]:
+    """Scenario 2b: ``Runner.create_run_pack("GEN", seq_len_q > 1)`` announces the MTP shapes.
+
+    Runs the real ``tools/layer_wise_benchmarks/runner.py`` with a fake ``self`` (a model config
+    without a checkpoint), ``mpi_world_size() == 1`` and ``get_attention_backend`` returning the
+    real DSA metadata class. The metadata it builds is checked once its ``prepare()`` has run;
+    what the method does after that (model inputs, forward setup) may need more than the sandbox
+    has, which is reported in the note, not as a verdict.
+    """
+    result = ScenarioResult("runner_guard/gen_b32_q4")
+    name = up.plan.runner_module
+    if name is None:
+        result.status, result.note = "gap", "no tools/layer_wise_benchmarks/runner.py in this tree"
+        return [result]
+    built: list[Any] = []
+
+    def metadata(**kwargs: Any) -> Any:
+        for key, value in up.sparse_kwargs().items():
+            if kwargs.get(key) is None:
+                kwargs[key] = value
+        md = up.metadata_cls(**kwargs)
+        prepare = md.prepare
+
+        def prepared() -> None:
+            prepare()
+            built.append(md)
+
+        md.prepare = prepared
+        return md
+
+    backend = types.SimpleNamespace(Metadata=metadata)
+    extra = {
+        "mpi_world_size": (lambda: 1, "one rank"),
+        "get_attention_backend": (lambda *a, **k: backend, "the real DSA metadata class"),
+    }
+    batch, q = 32, 4
+    sandbox: Sandbox = up.sandbox
+    try:
+        sandbox.real.add(name)
+        runner = sandbox.load(name)
+        for key, (value, why) in extra.items():
+            if hasattr(runner, key):
+                setattr(runner, key, value)
+                sandbox.ledger.note("value", f"{name}.{key}", why)
+        config = types.SimpleNamespace(
+            moe_backend="CUTLASS",
+            attn_backend="TRTLLM",
+            sparse_attention_config=None,
+            pretrained_config=types.SimpleNamespace(hidden_size=64),
+            mapping=None,
+            extra_attrs={},
+        )
+        sandbox.ledger.note("collaborator", "Runner (self)", "a namespace holding model_config")
+        runner.Runner.create_run_pack(
+            types.SimpleNamespace(model_config=config),
+            "GEN",
+            batch_size=batch,
+            request_id_begin=0,
+            seq_len_q=q,
+            seq_len_kv_cache=64,
+            kv_cache_manager=FakeKVCacheManager(batch),
+        )
+    except Exception as exc:  # after prepare() only the note; before it, the scenario is a gap
+        result.note = f"create_run_pack stopped after prepare(): {type(exc).__name__}: {exc}"
+        if not built:
+            result.status = "gap"
+            result.note = f"runner not runnable in the sandbox: {type(exc).__name__}: {exc}"
+            return [result]
+    result.add(check_announced_width(built[-1], batch, q), "create_run_pack")
+    return [result]
+
+
+#: Every scenario ``--scenario`` accepts, in the order ``regress check`` runs them.
 SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "req_idx_map": map_after_draft_loop,
     "shape_announcement": shape_announcement,
+    "runner_guard": runner_guard,
+    "sentinel_lifecycle": sentinel_lifecycle,
 }

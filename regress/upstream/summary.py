@@ -41,7 +41,7 @@ def _finding(result) -> str:
 
 
 def _draft_loop(source: str) -> str | None:
-    from regress.trtllm.paths import TrtllmLayoutError, resolve_source_tree
+    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 
     try:
         layout = resolve_source_tree(source)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import pytest
 
 from regress.trtllm.layerwise import ShapeCheck, ShapeResult, run_in_subprocess
+from regress.trtllm.mtp_buffers import KV_LENS_2D, KV_LENS_EXPANDED
 from regress.trtllm.requirements import (
-    BLACKWELL,
     HOPPER,
+    SM100_FAMILY,
     Needs,
     find_checkpoint,
+    in_sm100_family,
     query_devices,
     skip_reason,
 )
@@ -28,6 +30,10 @@ from regress.trtllm.tiny_config import TinyConfig
 BATCH_SIZE = 32
 SEQ_LEN_Q = (1, 4)  # 1: plain decode; 4: MTP with three drafts, the failing upstream shape
 CHECKPOINT = "DeepSeek-V3.2-Exp-hf"
+# The SM90 vs SM100 buffer sets (regress.trtllm.mtp_buffers, PR #18383): sm90 flattens MTP
+# steps with K > 1 into kv_lens_expanded_cuda, Blackwell reads kv_lens_cuda_2d at native next_n.
+ARCHES = {"sm90": (HOPPER,), "sm100": SM100_FAMILY}
+MTP_DEPTHS = (1, 2, 3, 4)
 
 
 def _require(needs: Needs) -> None:
@@ -44,7 +50,15 @@ def shape_results(tmp_path_factory):
     def results(config: str) -> dict[int, ShapeResult]:
         if config not in done:
             work = tmp_path_factory.mktemp(f"layerwise-{config}")
-            if config == "checkpoint":
+            if config == "depths":
+                model = TinyConfig(dsa=True).write(work / "model")
+                check = ShapeCheck(
+                    model=str(model),
+                    backend="dsa",
+                    batch_size=BATCH_SIZE,
+                    seq_len_q=tuple(1 + k for k in MTP_DEPTHS),
+                )
+            elif config == "checkpoint":
                 model = find_checkpoint(CHECKPOINT)
                 sm = query_devices().devices[0].sm
                 check = ShapeCheck(
@@ -53,7 +67,7 @@ def shape_results(tmp_path_factory):
                     batch_size=BATCH_SIZE,
                     seq_len_q=SEQ_LEN_Q,
                     layer_indices=(3,),  # first MoE layer (first_k_dense_replace = 3)
-                    moe_backend="DEEPGEMM" if sm >= BLACKWELL else "CUTLASS",
+                    moe_backend="DEEPGEMM" if in_sm100_family(sm) else "CUTLASS",
                 )
             else:
                 model = TinyConfig(dsa=config == "dsa").write(work / "model")
@@ -95,3 +109,19 @@ def test_deepseek_v32_config_gen_pack_runs_with_mtp_shapes(seq_len_q, shape_resu
     _require(Needs(checkpoint=CHECKPOINT, gpus=1, min_sm=HOPPER))
     result = shape_results("checkpoint")[seq_len_q]
     assert result.ok, result.describe()
+
+
+@pytest.mark.trtllm
+@pytest.mark.gpu(count=1)
+@pytest.mark.parametrize("depth", MTP_DEPTHS, ids=lambda k: f"k{k}")
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_width_contract_holds_on_the_buffer_set_this_arch_reads(arch, depth, shape_results):
+    """Every MTP depth at batch 32: the buffers DeepGEMM reads on this architecture fit the step.
+
+    The child checks the set in use (``check_width``) and, on sm90, that K > 1 takes the
+    expanded set (``check_arch_buffers``); both are violations in ``result``.
+    """
+    _require(Needs(gpus=1, sms=ARCHES[arch]))
+    result = shape_results("depths")[1 + depth]
+    assert result.ok, result.describe()
+    assert result.buffer in (KV_LENS_2D, KV_LENS_EXPANDED), result.describe()

@@ -13,12 +13,9 @@ import pytest
 from regress.acceptance.engines import AcceptanceEngine, get_engine
 from regress.acceptance.engines.reference import ReferenceAcceptanceEngine
 from regress.acceptance.engines.synthetic import SyntheticEngine
-from regress.acceptance.engines.trtllm import (
-    TrtllmAcceptanceEngine,
-    graph_batch_sizes,
-    iteration_counters,
-)
 from regress.errors import EngineError, MissingDependencyError, UsageError
+from regress.trtllm.engine import TrtllmAcceptanceEngine, iteration_counters
+from regress.trtllm.llm_config import graph_batch_sizes
 
 K = 3
 
@@ -163,7 +160,7 @@ def test_trtllm_cuda_graph_choices(fake_trtllm):
         "enable_padding": True,
     }
     assert "cuda_graph_config" not in default.kwargs
-    assert graph_batch_sizes(6) == [1, 2, 4, 6]
+    assert graph_batch_sizes(6) == (1, 2, 4, 6)
 
 
 def test_trtllm_reaches_the_batch_size_and_recovers_every_step(fake_trtllm):

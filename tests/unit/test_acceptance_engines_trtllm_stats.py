@@ -11,7 +11,7 @@ import collections
 import threading
 from types import SimpleNamespace
 
-from regress.acceptance.engines.trtllm import _drain_stats, _stream_all, iteration_counters
+from regress.trtllm.engine import _drain_stats, _stream_all, iteration_counters
 
 STEPS = 20
 MAX_STATS_LEN = 3

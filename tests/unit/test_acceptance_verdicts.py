@@ -11,8 +11,8 @@ import pytest
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import RequestTrace
 from regress.acceptance.verdicts import (
+    CheckStatus,
     Finding,
-    Status,
     UpstreamReference,
     against_baseline,
     against_upstream,
@@ -106,8 +106,8 @@ def test_batch_invariance_names_the_failing_batch_and_depth():
     bad = make_stats(2.5, per_position=(0.9, 0.5, 0.1))
     verdicts = batch_invariance({1: ref, 4: same, 8: bad}, tolerance=0.05)
     assert [(v.check, v.batch_size, v.status) for v in verdicts] == [
-        ("batch_invariance", 4, Status.PASS),
-        ("batch_invariance", 8, Status.REGRESSION),
+        ("batch_invariance", 4, CheckStatus.PASS),
+        ("batch_invariance", 8, CheckStatus.REGRESSION),
     ]
     details = verdicts[1].details
     assert details["reference_batch_size"] == 1
@@ -160,8 +160,8 @@ def test_decay_threshold_boundary():
     )
     verdicts = conditional_decay({1: ref, 2: at, 8: past}, 0.05)
     assert [(v.batch_size, v.status) for v in verdicts] == [
-        (2, Status.PASS),
-        (8, Status.REGRESSION),
+        (2, CheckStatus.PASS),
+        (8, CheckStatus.REGRESSION),
     ]
     assert verdicts[1].details["threshold"] == pytest.approx(0.04)
 
@@ -186,8 +186,8 @@ def test_against_baseline_compares_same_batch_sizes_only():
     runs = {1: make_stats(3.0), 8: make_stats(2.0), 16: make_stats(1.0)}
     verdicts = against_baseline(runs, baseline, 0.05, source="base.json")
     assert [(v.batch_size, v.status) for v in verdicts] == [
-        (1, Status.PASS),
-        (8, Status.REGRESSION),
+        (1, CheckStatus.PASS),
+        (8, CheckStatus.REGRESSION),
     ]
     assert verdicts[0].details["baseline"] == "base.json"
     assert verdicts[0].details["baseline_missing_batch_sizes"] == [16]
@@ -196,7 +196,10 @@ def test_against_baseline_compares_same_batch_sizes_only():
 def test_upstream_gate_boundary_and_which_al_it_reads():
     ref = UpstreamReference("T::k4", ref_al=4.0, min_al=3.8)
     runs = {1: make_stats(3.8), 8: make_stats(3.79)}
-    assert [v.status for v in against_upstream(runs, ref)] == [Status.PASS, Status.REGRESSION]
+    assert [v.status for v in against_upstream(runs, ref)] == [
+        CheckStatus.PASS,
+        CheckStatus.REGRESSION,
+    ]
     # With the engine's iteration counters, the gate reads upstream's AL, as upstream does.
     [v] = against_upstream({8: make_stats(3.9, upstream=3.7)}, ref)
     assert v.regressed and v.details["value_from"] == "upstream_acceptance_length"
@@ -208,20 +211,20 @@ def test_upstream_gate_boundary_and_which_al_it_reads():
 def test_sentinel_verdicts():
     verdicts = sentinel_verdicts({1: [], 8: [{"check": "req_idx_map", "message": "stale"}]})
     assert [(v.batch_size, v.status) for v in verdicts] == [
-        (1, Status.PASS),
-        (8, Status.REGRESSION),
+        (1, CheckStatus.PASS),
+        (8, CheckStatus.REGRESSION),
     ]
     assert verdicts[1].details["checks"] == ["req_idx_map"]
 
 
 def test_verdict_round_trip_and_status_strings():
     v = Finding(
-        "batch_invariance", 8, Status.REGRESSION, {"headline": "x", "regressed_metrics": ["a"]}
+        "batch_invariance", 8, CheckStatus.REGRESSION, {"headline": "x", "regressed_metrics": ["a"]}
     )
     assert Finding.from_dict(json.loads(json.dumps(v.to_dict()))) == v
-    assert v.to_dict()["status"] == "regression" and Status.PASS == "pass"
+    assert v.to_dict()["status"] == "regression" and CheckStatus.PASS == "pass"
     assert v.summary().startswith("REGRESSION batch_invariance batch 8: x; regressed: a")
-    assert Finding("sentinel", None, Status.PASS).summary().strip().endswith("all runs")
+    assert Finding("sentinel", None, CheckStatus.PASS).summary().strip().endswith("all runs")
 
 
 # --- paired significance ----------------------------------------------------------------------

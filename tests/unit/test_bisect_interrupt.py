@@ -12,7 +12,7 @@ from pathlib import Path
 from _processes import alive, wait_for
 
 from regress.bisect.git import git
-from regress.bisect.sessions import bisect_log, bisect_status
+from regress.bisect.session import bisect_log, bisect_status
 from regress.bisect.synthetic import regression_history
 
 # The pid goes first and by rename: a test reading it right after a kill -9 must never see the

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from regress.bisect.causes import CAUSE, DID_NOT_RUN, Cause
+from regress.bisect.config import BisectConfig
 from regress.bisect.probes import (
-    DEFAULT_SIGNATURE,
     AssertProbe,
     ExitCodeProbe,
     Finished,
@@ -20,11 +20,12 @@ from regress.bisect.probes import (
     find_json,
     json_path,
     junit_counts,
-    make_probe,
 )
+from regress.bisect.registry import make_probe
 from regress.bisect.store import replayable
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
+from regress.trtllm.probes import DEEPGEMM_SIGNATURE, deepgemm_assert_probe
 
 DATA = Path(__file__).parent.parent / "data" / "bisect"
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
@@ -70,7 +71,12 @@ def test_exit_code_contract(code, crash_is_bad, verdict):
 )
 def test_a_probe_that_did_not_run_is_marked_so_for_every_probe(tmp_path, run, cause):
     run.scratch = tmp_path
-    kinds = [ExitCodeProbe(), ExitCodeProbe(crash_is_bad=True), AssertProbe(), PytestProbe()]
+    kinds = [
+        ExitCodeProbe(),
+        ExitCodeProbe(crash_is_bad=True),
+        deepgemm_assert_probe(),
+        PytestProbe(),
+    ]
     for probe in [*kinds, MetricProbe(path="v")]:
         out = probe.classify(run)
         assert out.verdict is S, probe
@@ -109,12 +115,12 @@ DG = "RuntimeError: DG_HOST_ASSERT(batch_size == __batch_size and next_n == _nex
     ],
 )
 def test_assert_probe(run, verdict):
-    assert AssertProbe().classify(run).verdict is verdict
+    assert deepgemm_assert_probe().classify(run).verdict is verdict
 
 
 def test_default_signature_and_bad_regex():
-    assert AssertProbe().signature == DEFAULT_SIGNATURE
-    assert "DG_HOST_ASSERT" in AssertProbe().classify(Finished(1, stderr=DG)).reason
+    assert deepgemm_assert_probe().signature == DEEPGEMM_SIGNATURE
+    assert "DG_HOST_ASSERT" in deepgemm_assert_probe().classify(Finished(1, stderr=DG)).reason
     with pytest.raises(UsageError, match="not a valid regex"):
         AssertProbe(signature="(")
 
@@ -215,10 +221,11 @@ def test_pytest_probe_injects_junit_and_skips_without_report(tmp_path):
 
 
 def test_make_probe_and_configs():
-    assert make_probe("exit-code").config() == {"kind": "exit-code", "crash_is_bad": False}
-    assert make_probe("pytest").kind == "pytest"
+    config = BisectConfig(good="a", bad="b", command=["x"])
+    assert make_probe("exit-code", config).config() == {"kind": "exit-code", "crash_is_bad": False}
+    assert make_probe("pytest", config).kind == "pytest"
     with pytest.raises(UsageError, match="unknown probe"):
-        make_probe("nope")
+        make_probe("nope", config)
 
 
 def test_outcome_round_trips_through_json():

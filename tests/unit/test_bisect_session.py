@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import regress.trtllm.probes
+import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.git import git
 from regress.bisect.search import EndpointError
-from regress.bisect.session import BisectConfig, run_bisect
-from regress.bisect.sessions import bisect_log, bisect_reset, bisect_status
+from regress.bisect.session import BisectConfig, bisect_log, bisect_reset, bisect_status, run_bisect
 from regress.bisect.store import locked
 from regress.bisect.synthetic import regression_history, write_history
 from regress.errors import RegressError, UsageError
@@ -357,24 +358,33 @@ def test_flaky_probe_is_found_with_confidence(tmp_path):
 
 
 def test_trtllm_recipe_links_binaries_and_names_the_dsa_module(tmp_path, monkeypatch):
+    # Trees regress check recognises (the one era rule): base classes, the DSA class, and the
+    # package __init__ of era C.
     eras = {
-        "A": "tensorrt_llm/_torch/attention_backend/sparse/dsa.py",
-        "C": "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py",
+        "A": ("tensorrt_llm/_torch/attention_backend", "sparse/dsa.py"),
+        "C": ("tensorrt_llm/_torch/attention/backends", "sparse/dsa/metadata.py"),
     }
-    commits = [
-        {
+
+    def tree(i: int) -> dict[str, str]:
+        backends, dsa = eras["A"] if i < 5 else eras["C"]
+        files = {
             "tensorrt_llm/__init__.py": "",
-            eras["A"] if i < 5 else eras["C"]: f"BUG = {i >= 7}\n",
+            f"{backends}/interface.py": "class AttentionMetadata:\n    pass\n",
+            f"{backends}/trtllm.py": "class TrtllmAttentionMetadata:\n    pass\n",
+            f"{backends}/{dsa}": f"class DSAtrtllmAttentionMetadata:\n    pass\n\n\nBUG = {i >= 7}\n",
             "cpp/kernel.cu": "// v2\n" if i >= 3 else "// v1\n",
         }
-        for i in range(10)
-    ]
+        if i >= 5:
+            files[f"{backends}/sparse/dsa/__init__.py"] = ""
+        return files
+
+    commits = [tree(i) for i in range(10)]
     shas = write_history(tmp_path / "r", commits)
     installed = tmp_path / "site" / "tensorrt_llm"
     (installed / "libs").mkdir(parents=True)
     (installed / "libs" / "libth_common.so").write_text("elf")
     (installed / "bindings.cpython-311-x86_64-linux-gnu.so").write_text("elf")
-    monkeypatch.setattr("regress.bisect.trtllm.installed_package", lambda: installed)
+    monkeypatch.setattr("regress.upstream.recipes.installed_package", lambda: installed)
     probe = tmp_path / "p.sh"
     probe.write_text(
         "test -L tensorrt_llm/libs/libth_common.so || exit 125\n"

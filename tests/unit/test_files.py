@@ -8,7 +8,14 @@ import stat
 import pytest
 
 from regress.errors import UsageError
-from regress.files import check_output_path, write_atomic, write_json_atomic
+from regress.files import (
+    check_output_path,
+    file_lock,
+    json_digest,
+    lock_held,
+    write_atomic,
+    write_json_atomic,
+)
 
 
 def _mode(path) -> int:
@@ -77,3 +84,19 @@ def test_an_unwritable_folder_is_refused_even_for_root(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(UsageError, match="permission denied"):
         check_output_path(tmp_path / "x.json", option="-o")
+
+
+def test_json_digest_names_a_value_not_its_spelling():
+    assert json_digest({"a": 1, "b": [1, 2]}) == json_digest({"b": [1, 2], "a": 1})
+    assert json_digest({"a": 1}) != json_digest({"a": 2})
+    assert len(json_digest({"a": 1}, length=12)) == 12
+
+
+def test_file_lock_is_exclusive_and_released_on_exit(tmp_path):
+    path = tmp_path / "sub" / "lock"
+    assert not lock_held(path)  # no file yet: nothing holds it
+    with file_lock(path):
+        assert lock_held(path)
+        with pytest.raises(BlockingIOError), file_lock(path, wait=False):
+            pass
+    assert not lock_held(path)

@@ -11,14 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from regress.dsa.invariants import check_req_idx_map
+from regress.dsa.lifecycle import draft_checkpoints
 from regress.dsa.mapping import expected_req_idx_per_token
 from regress.reference.metadata import AttentionMetadata, DSAtrtllmAttentionMetadata
-from regress.reference.scenarios import (
-    draft_loop,
-    make_dsa_metadata,
-    prepare_layout,
-    rewrite_layout,
-)
+from regress.reference.scenarios import make_dsa_metadata, prepare_layout, rewrite_layout
 
 
 @st.composite
@@ -42,10 +38,10 @@ def test_map_right_after_prepare_and_every_draft_step(case):
     prepare_layout(md, lens, num_contexts=num_ctx, cached=[3] * len(lens))
     assert check_req_idx_map(md) == []
     stages = []
-    for stage in draft_loop(md, max_draft_len=k, num_accepted=accepted):
+    for stage in draft_checkpoints(md, k, [a + 1 for a in accepted]):  # the bonus counted
         stages.append(stage)
         assert check_req_idx_map(md) == [], stage
-    assert stages == ["draft_step_0"] + [f"draft_step_{i}" for i in range(1, k)]
+    assert stages == ["draft_begin"] + [f"draft_step_{i}" for i in range(k)]
     assert md.seq_lens.tolist() == lens  # restored after the loop
 
 
@@ -65,7 +61,7 @@ def test_refresh_keeps_the_buffer():
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4)
     ptr = md.req_idx_per_token.data_ptr()
     prepare_layout(md, [5] * 8)
-    for _ in draft_loop(md, max_draft_len=4, num_accepted=[4] * 8):
+    for _ in draft_checkpoints(md, 4, [5] * 8):
         assert md.req_idx_per_token.data_ptr() == ptr
 
 
@@ -74,9 +70,9 @@ def test_downstream_consumers_use_the_refreshed_map():
     b, k = 8, 4
     md = make_dsa_metadata(max_num_requests=b, max_num_tokens=b * (k + 1), max_draft_tokens=k)
     prepare_layout(md, [k + 1] * b, cached=[20] * b)
-    loop = draft_loop(md, max_draft_len=k, num_accepted=[k] * b)
-    next(loop)  # draft step 0 on the target layout
-    next(loop)  # draft step 1: one token per request
+    loop = draft_checkpoints(md, k, [k + 1] * b)
+    next(loop)  # draft_begin: the target layout
+    next(loop)  # draft_step_0: collapsed to one token per request
     assert md.req_idx_per_token[:b].tolist() == list(range(b))
     tables = md.indexer_k_cache_block_offsets
     tpb = md.tokens_per_block

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -380,14 +381,15 @@ def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
 
 SENTINEL_TESTS = """
 import pytest
-from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
+from regress.dsa.lifecycle import draft_checkpoints
+from regress.reference.scenarios import make_dsa_metadata, prepare_layout
 
 @pytest.mark.parametrize("defects", [(), ("stale_req_idx",)], ids=["clean", "stale"])
 def test_loop(dsa_sentinel, defects):
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=defects)
     dsa_sentinel.attach(md)
     prepare_layout(md, [5] * 8)
-    for _ in draft_loop(md, max_draft_len=4, num_accepted=[4] * 8):
+    for _ in draft_checkpoints(md, 4, [5] * 8):
         pass
 """
 
@@ -542,3 +544,37 @@ def test_waive_filters_markers_and_isolation(project):
         for case in ET.parse(project.path / "o.xml").iter("testcase")
     }
     assert props["test_gamma"]["isolation"] == "True"
+
+
+REGRESS_OPTIONS = ("--trtllm-src", "--test-list", "--stage", "--waives", "--test-prefix")
+
+
+def listed_options(help_text: str) -> set[str]:
+    """The options ``pytest --help`` lists (each starts an indented line), not those named in
+    some help text."""
+    return set(re.findall(r"^ {2}(--[\w-]+)", help_text, re.MULTILINE))
+
+
+def test_an_unrelated_project_sees_only_the_installed_switches(unrelated):
+    """The docstring's promise: installed, not opted in, the plugin adds --require-gpu and
+    --gpu-per-worker and nothing else; --trtllm-src and trtllm_src come with the opt-in."""
+    shown = listed_options(unrelated.runpytest("--help").stdout.str())
+    assert {"--require-gpu", "--gpu-per-worker"} <= shown
+    assert [o for o in REGRESS_OPTIONS if o in shown] == []
+    fixtures = unrelated.runpytest("--fixtures").stdout.str()
+    assert "trtllm_src" not in fixtures
+
+
+@pytest.mark.parametrize(
+    ("opt_in", "options"),
+    [
+        (["-p", "regress.pytest_plugin"], REGRESS_OPTIONS),
+        (["-o", "regress=true"], REGRESS_OPTIONS),
+        (["-p", "regress.upstream.plugin"], ("--trtllm-src",)),
+    ],
+    ids=["-p", "ini", "-p upstream"],
+)
+def test_opting_in_brings_the_upstream_option_and_fixture(unrelated, opt_in, options):
+    shown = listed_options(unrelated.runpytest(*opt_in, "--help").stdout.str())
+    assert [o for o in options if o not in shown] == []
+    assert "trtllm_src" in unrelated.runpytest(*opt_in, "--fixtures").stdout.str()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from regress.dsa import sentinel as sentinel_module
-from regress.dsa.lifecycle import run_forwards, serving_forwards
+from regress.dsa.lifecycle import draft_checkpoints, run_forwards, serving_forwards
 from regress.dsa.sentinel import Sentinel
 from regress.reference.layerwise import create_run_pack
-from regress.reference.scenarios import draft_loop, make_dsa_metadata, prepare_layout
+from regress.reference.scenarios import make_dsa_metadata, prepare_layout
 
 
 def _loop(defects, sentinel=None, k=4, b=8):
@@ -17,7 +17,7 @@ def _loop(defects, sentinel=None, k=4, b=8):
     )
     s = (sentinel or Sentinel()).attach(md)
     prepare_layout(md, [k + 1] * b)
-    for _ in draft_loop(md, max_draft_len=k, num_accepted=[k] * b):
+    for _ in draft_checkpoints(md, k, [k + 1] * b):
         pass
     return s, md
 
@@ -92,10 +92,10 @@ def test_capture_defers_checks_to_the_replay_boundary(monkeypatch):
     )
     s = Sentinel().attach(md)
     prepare_layout(md, [5] * 8)
-    loop = draft_loop(md, max_draft_len=4, num_accepted=[4] * 8)
-    next(loop)
+    loop = draft_checkpoints(md, 4, [5] * 8)
+    next(loop)  # draft_begin
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
-    next(loop)  # collapse + step 1 while "capturing": snapshots only
+    next(loop)  # the collapse while "capturing": snapshots only
     assert s.violations == [] and len(s._snapshots) >= 1
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: False)
     s.after_replay()
@@ -107,7 +107,7 @@ def test_snapshot_of_correct_code_passes(monkeypatch):
     s = Sentinel().attach(md)
     prepare_layout(md, [5] * 8)
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
-    for _ in draft_loop(md, max_draft_len=4, num_accepted=[2] * 8):
+    for _ in draft_checkpoints(md, 4, [3] * 8):
         pass
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: False)
     s.flush()

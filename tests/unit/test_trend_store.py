@@ -70,6 +70,22 @@ def test_bootstrap_and_tolerance_do_not_split_a_series(tmp_path):
     assert config_id(configuration_of(a.to_dict())) == config_id(configuration_of(b.to_dict()))
 
 
+def test_a_series_is_one_workload_as_a_baseline_sees_it():
+    """Trend and baseline share one definition of "same workload": the prompts by content."""
+    from regress.acceptance.workload import mismatches
+    from regress.trend.store import configuration_of
+
+    def ident(r):
+        return config_id(configuration_of(r.to_dict()))
+
+    a, renamed, edited = (report({1: 3.7, 8: 3.6}) for _ in range(3))
+    a.config.update(prompts="a.jsonl", prompts_digest="d1")
+    renamed.config.update(prompts="b.jsonl", prompts_digest="d1")  # same prompts, new name
+    edited.config.update(prompts="a.jsonl", prompts_digest="d2")  # same name, other prompts
+    assert ident(a) == ident(renamed) and mismatches(a.config, renamed.config) == []
+    assert ident(a) != ident(edited) and mismatches(a.config, edited.config)
+
+
 def test_a_torn_last_line_is_ignored_then_cut(tmp_path):
     store = TrendStore(tmp_path)
     store.add(report({1: 3.7, 8: 3.6}), commit=sha(1), date=night(1))

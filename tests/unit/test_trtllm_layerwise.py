@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from regress.cli import child
 from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import MissingDependencyError
 from regress.trtllm import layerwise
@@ -150,7 +151,7 @@ def test_child_killed_by_deepgemm_still_reports_each_seq_len(tmp_path):
     one, four = run_in_subprocess(check, tmp_path / "out.jsonl", spawn=spawn)
     assert one.ok
     assert four.deepgemm_assertion == ABORT and not four.ok
-    assert spawn.argv[1:3] == ["-m", "regress.trtllm.layerwise"]
+    assert spawn.argv[1:4] == ["-m", "regress.cli.child", "layerwise"]
     assert spawn.argv[spawn.argv.index("--seq-len-q") + 1] == "1,4"
 
 
@@ -186,7 +187,7 @@ def test_main_writes_a_line_per_result_and_exits_nonzero_on_failure(tmp_path, mo
         "--out",
         str(out),
     ]
-    assert layerwise.main(argv) == 1
+    assert child.main(["layerwise", *argv]) == 1
     (check,) = seen
     assert check == ShapeCheck(model="/tiny", backend="dense", moe_backend="TRTLLM")
     lines = [ShapeResult.from_dict(json.loads(x)) for x in out.read_text().splitlines()]

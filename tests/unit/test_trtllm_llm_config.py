@@ -10,6 +10,7 @@ import pytest
 from regress.errors import EngineError, MissingDependencyError, UsageError
 from regress.trtllm import llm_config
 from regress.trtllm.llm_config import (
+    CudaGraphSpec,
     LlmSpec,
     build_mtp_config,
     build_spec,
@@ -70,6 +71,20 @@ class AncientMTPDecodingConfig(_Config):
     model_fields = ("num_nextn_predict_layers",)
 
 
+class NewestMTPDecodingConfig(_Config):
+    """The shape @ 00043967: ``max_draft_len`` honoured, ``num_nextn_predict_layers`` an internal
+    field that a ``mode="before"`` validator moves onto ``max_draft_len``."""
+
+    model_fields = ("max_draft_len", "num_nextn_predict_layers", "mtp_eagle_one_model")
+
+    def __init__(self, **kwargs):
+        passed = dict(kwargs)
+        if "num_nextn_predict_layers" in kwargs:
+            kwargs.setdefault("max_draft_len", kwargs.pop("num_nextn_predict_layers"))
+        super().__init__(**kwargs)
+        self.kwargs = passed  # what the caller passed, before the remap
+
+
 class StuckAtOneMTPDecodingConfig(_Config):
     """Ignores whatever K it is given (a release whose spelling regress does not know yet)."""
 
@@ -92,11 +107,17 @@ class KvCacheConfig(_Config):
     model_fields = (
         "free_gpu_memory_fraction",
         "enable_block_reuse",
+        "use_kv_cache_manager_v2",
+        "max_tokens",
     )
 
 
 class MoeConfig(_Config):
-    model_fields = ("backend",)
+    model_fields = ("backend", "max_num_tokens")
+
+
+class DeepSeekSparseAttentionConfig(_Config):
+    model_fields = ("index_share_for_mtp_iteration", "enable_heuristic_topk")
 
 
 LLMAPI = SimpleNamespace(
@@ -104,6 +125,7 @@ LLMAPI = SimpleNamespace(
     CudaGraphConfig=CudaGraphConfig,
     KvCacheConfig=KvCacheConfig,
     MoeConfig=MoeConfig,
+    DeepSeekSparseAttentionConfig=DeepSeekSparseAttentionConfig,
 )
 
 
@@ -121,21 +143,22 @@ def test_spec_for_a_case():
     assert spec.max_batch_size == 8
     assert spec.max_draft_len == 4
     assert spec.mtp_eagle_one_model is True
-    assert spec.cuda_graph_batch_sizes == (1, 2, 4, 8)
+    assert spec.cuda_graph_config == CudaGraphSpec(batch_sizes=(1, 2, 4, 8), enable_padding=True)
     assert spec.enable_iter_perf_stats is True
     assert describe(spec) == "b8-k4-graph"
     eager = build_spec("/m", batch_size=32, max_draft_len=3, cuda_graph=False)
-    assert eager.cuda_graph_batch_sizes is None and describe(eager) == "b32-k3-eager"
+    assert eager.cuda_graph_config is None and describe(eager) == "b32-k3-eager"
+    assert describe(LlmSpec(model="/m", max_batch_size=None)) == "bdefault-k1-eager"
 
 
 def test_spec_is_json_data():
     spec = build_spec("/m", batch_size=8, max_draft_len=4, cuda_graph=True, moe_backend="CUTEDSL")
     data = json.loads(json.dumps(spec.to_dict()))
-    assert data["cuda_graph_batch_sizes"] == [1, 2, 4, 8]
+    assert data["cuda_graph_config"] == {"batch_sizes": [1, 2, 4, 8], "enable_padding": True}
     assert data["moe_backend"] == "CUTEDSL"
-    assert (
-        LlmSpec(**{**data, "cuda_graph_batch_sizes": tuple(data["cuda_graph_batch_sizes"])}) == spec
-    )
+    graph = data["cuda_graph_config"]
+    rebuilt = CudaGraphSpec(tuple(graph["batch_sizes"]), enable_padding=graph["enable_padding"])
+    assert LlmSpec(**{**data, "cuda_graph_config": rebuilt}) == spec
 
 
 @pytest.mark.parametrize(
@@ -143,8 +166,16 @@ def test_spec_is_json_data():
     [
         ({"max_draft_len": 0}, "max_draft_len must be >= 1"),
         ({"max_batch_size": 0}, "must be >= 1"),
-        ({"max_batch_size": 8, "cuda_graph_batch_sizes": (1, 2, 4)}, "must reach max_batch_size"),
-        ({"cuda_graph_batch_sizes": ()}, "must reach max_batch_size"),
+        (
+            {"max_batch_size": 8, "cuda_graph_config": CudaGraphSpec(batch_sizes=(1, 2, 4))},
+            "would run eager",
+        ),
+        (
+            {"max_batch_size": 256, "cuda_graph_config": CudaGraphSpec()},
+            "reach batch 128",  # CudaGraphConfig()'s default largest batch
+        ),
+        ({"cuda_graph_config": CudaGraphSpec(batch_sizes=())}, "batch_sizes is empty"),
+        ({"mtp_spelling": "nextn"}, "mtp_spelling must be one of"),
     ],
 )
 def test_invalid_specs_are_usage_errors(kwargs, message):
@@ -167,7 +198,7 @@ def test_kwargs_hold_the_real_config_objects():
     assert kwargs["tensor_parallel_size"] == 8
     assert kwargs["moe_expert_parallel_size"] == 8
     assert kwargs["max_batch_size"] == 32
-    assert kwargs["load_format"] == "auto"
+    assert "load_format" not in kwargs  # real weights: TensorRT-LLM's default
     assert kwargs["enable_iter_perf_stats"] is True
     assert kwargs["speculative_config"].kwargs == {
         "num_nextn_predict_layers": 3,
@@ -245,7 +276,7 @@ def test_the_old_rule_silently_ran_k1_on_a_12_era_build(monkeypatch):
     monkeypatch.setattr(
         llm_config,
         "mtp_kwargs",
-        lambda cls, k, one: {"max_draft_len": k, "mtp_eagle_one_model": one},
+        lambda cls, k, one, *spelling: {"max_draft_len": k, "mtp_eagle_one_model": one},
     )
     with pytest.raises(EngineError, match=r"K=4 .*max_draft_len=1"):
         build_mtp_config(LLMAPI, 4)
@@ -282,3 +313,69 @@ def test_without_tensorrt_llm_the_conversion_says_so():
         pytest.skip("tensorrt_llm is installed here")
     with pytest.raises(MissingDependencyError, match=r"tensorrt_llm\.llmapi"):
         to_llm_kwargs(build_spec("/m", batch_size=1, max_draft_len=1, cuda_graph=False))
+
+
+# -- upstream's own spelling of K where the build honours it (issue 21) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("cls", "spelling", "passed"),
+    [
+        (NewestMTPDecodingConfig, "max_draft_len", "max_draft_len"),  # GLM-5.2's test
+        (NewestMTPDecodingConfig, "num_nextn_predict_layers", "num_nextn_predict_layers"),
+        (MTPDecodingConfig, "max_draft_len", "num_nextn_predict_layers"),  # ~1.2: falls back
+        (OldMTPDecodingConfig, "max_draft_len", "num_nextn_predict_layers"),  # no max_draft_len
+        (NoNextnMTPDecodingConfig, "num_nextn_predict_layers", "max_draft_len"),  # name dropped
+    ],
+)
+def test_upstreams_spelling_is_passed_where_the_build_honours_it(cls, spelling, passed):
+    config = build_mtp_config(SimpleNamespace(MTPDecodingConfig=cls), 3, spelling=spelling)
+    assert set(config.kwargs) == {passed, "mtp_eagle_one_model"}
+    assert effective_draft_len(config) == 3
+
+
+def test_without_the_fallback_a_12_build_would_run_k1(monkeypatch):
+    """The ~1.2 after-validator resets max_draft_len to num_nextn_predict_layers' default 1:
+    GLM-5.2's spelling alone would run K=1. Remove the retry and the case is refused."""
+    monkeypatch.setattr(llm_config, "_field_names", lambda cls: set())
+    with pytest.raises(EngineError, match=r"K=3 .*max_draft_len=1"):
+        build_mtp_config(
+            SimpleNamespace(MTPDecodingConfig=MTPDecodingConfig), 3, spelling="max_draft_len"
+        )
+
+
+def test_the_new_fields_reach_their_config_objects():
+    spec = LlmSpec(
+        model="/m",
+        max_batch_size=None,
+        pipeline_parallel_size=1,
+        cuda_graph_config=CudaGraphSpec(max_batch_size=128, enable_padding=True),
+        enable_block_reuse=None,
+        use_kv_cache_manager_v2=False,
+        kv_cache_max_tokens=32768,
+        enable_attention_dp=False,
+        disable_overlap_scheduler=False,
+        enable_chunked_prefill=True,
+        sparse_attention={"index_share_for_mtp_iteration": True},
+        moe_backend="CUTEDSL",
+        moe_max_num_tokens=16384,
+    )
+    kwargs = to_llm_kwargs(spec, LLMAPI)
+    assert "max_batch_size" not in kwargs and kwargs["pipeline_parallel_size"] == 1
+    assert kwargs["cuda_graph_config"].kwargs == {"max_batch_size": 128, "enable_padding": True}
+    assert kwargs["kv_cache_config"].kwargs == {
+        "free_gpu_memory_fraction": 0.7,
+        "use_kv_cache_manager_v2": False,
+        "max_tokens": 32768,
+    }
+    assert kwargs["enable_attention_dp"] is False and kwargs["disable_overlap_scheduler"] is False
+    assert kwargs["enable_chunked_prefill"] is True
+    assert kwargs["sparse_attention_config"].kwargs == {"index_share_for_mtp_iteration": True}
+    assert kwargs["moe_config"].kwargs == {"backend": "CUTEDSL", "max_num_tokens": 16384}
+
+
+def test_cuda_graph_spec_largest_batch():
+    assert CudaGraphSpec().largest == 128
+    assert CudaGraphSpec(max_batch_size=24).largest == 24
+    assert CudaGraphSpec(batch_sizes=(1, 2, 48)).largest == 48
+    assert CudaGraphSpec(enable_padding=False).kwargs() == {"enable_padding": False}

@@ -9,12 +9,15 @@ import pytest
 from regress.trtllm.requirements import (
     BLACKWELL,
     HOPPER,
+    SM100_FAMILY,
     Device,
     Devices,
     Environment,
     Needs,
     arch_name,
+    device_unmet,
     find_checkpoint,
+    in_sm100_family,
     parse_smi_devices,
     query_devices,
     skip_reason,
@@ -169,7 +172,26 @@ def test_checks_without_device_needs_never_query_devices(tmp_path):
 def test_arch_names():
     assert arch_name(90) == "Hopper (sm90)"
     assert arch_name(100) == "Blackwell (sm100)"
-    assert arch_name(120) == "sm120"
+    assert arch_name(103) == "Blackwell (sm103)"
+    assert arch_name(120) == "Blackwell (sm120)"
+    assert arch_name(89) == "sm89"
+
+
+def test_the_sm100_family_is_upstreams_100_and_103_not_every_blackwell():
+    """Issue 21: ``sm >= 100`` also took SM120, where upstream keeps the Hopper settings."""
+    assert [sm for sm in (90, 100, 103, 110, 120, 121) if in_sm100_family(sm)] == [100, 103]
+    assert not in_sm100_family(None)
+
+
+def test_an_exact_architecture_set_skips_every_other_one():
+    needs = Needs(gpus=1, sms=(90,), trtllm=False)
+    blackwell = Devices((Device(100, 183_000, "NVIDIA B200"),))
+    (unmet,) = device_unmet(needs, blackwell)
+    assert unmet.kind == "arch"
+    assert unmet.reason == "needs Hopper (sm90) exactly, have Blackwell (sm100) (NVIDIA B200)"
+    assert device_unmet(needs, Devices((Device(90, 143_771, "NVIDIA H200"),))) == []
+    assert device_unmet(Needs(sms=SM100_FAMILY), Devices((Device(103, 288_000),))) == []
+    assert device_unmet(Needs(sms=SM100_FAMILY), Devices((Device(120, 96_000),)))
 
 
 SMI = """\

@@ -201,7 +201,8 @@ def test_acceptance_engine_gets_the_whole_spec():
         "max_draft_len": 4,
         "mtp_eagle_one_model": True,
     }
-    assert llm_kwargs["kv_cache_config"].kwargs["enable_block_reuse"] is False
+    # Block reuse and the KV-cache manager are left to upstream's defaults, as its test does.
+    assert llm_kwargs["kv_cache_config"].kwargs == {"free_gpu_memory_fraction": 0.7}
     assert llm_kwargs["moe_config"].kwargs == {"backend": "CUTEDSL"}
 
 
@@ -237,3 +238,17 @@ def test_bad_prompt_files(tmp_path):
     bad.write_text(json.dumps({"turns": []}) + "\n")
     with pytest.raises(UsageError, match=r"bad\.jsonl:1"):
         load_prompt_set(bad)
+
+
+def test_shared_prefix_prompts_share_one_long_prefix():
+    from regress.trtllm.runs import shared_prefix_prompts
+
+    base = ["Explain DSA.", "Write a haiku about caches.", "List three primes."]
+    prompts = shared_prefix_prompts(base, count=7, prefix_chars=500)
+    assert len(set(prompts)) == 7  # every request its own, the base prompts cycled
+    prefix = prompts[0].split("\n\nQuestion 1:")[0]
+    assert 400 < len(prefix) <= 500 and not prefix.endswith(" ")
+    assert all(p.startswith(prefix + "\n\nQuestion ") for p in prompts)
+    assert prompts[4].endswith("Question 5: Write a haiku about caches.")
+    with pytest.raises(UsageError, match="text prompts"):
+        shared_prefix_prompts([[1, 2, 3]], count=2, prefix_chars=100)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from _upstream_trees import build_tree, tree_files
 
+from regress.dsa.invariants import check_announced_width, check_slot_ownership
 from regress.upstream.check import run_check
-from regress.upstream.contracts import check_announced_width, check_slot_ownership
 from regress.upstream.fakes import FakeKVCacheManager
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from regress.bisect.synthetic import write_history
 from regress.cli import cli
-from regress.upstream.recipe import main as probe_main
+from regress.cli.child import main as child_main
 
 
 @pytest.fixture
@@ -102,3 +102,8 @@ def test_bisect_over_a_generated_history_finds_the_fixing_commit(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["culprit"]["sha"] == shas[5]
+
+
+def probe_main(argv: list[str]) -> int:
+    """The trtllm-source recipe's probe, as its child process runs it."""
+    return child_main(["trtllm-source-probe", *argv])

@@ -179,6 +179,7 @@ def test_bisect_steps_around_an_unloadable_commit_and_names_the_real_culprit(tmp
 def test_the_bisect_probe_skips_a_commit_that_exits_or_hangs_at_import(tmp_path, how):
     """In-process, ``os._exit(0)`` made the probe say "good" (0); the hang never returned."""
     tree = write_files(tmp_path, broken_files(how, "B", fix="pre"))
-    argv = [sys.executable, "-m", "regress.upstream.recipe", str(tree), "--timeout", "2"]
+    argv = [sys.executable, "-m", "regress.cli.child", "trtllm-source-probe", str(tree)]
+    argv += ["--timeout", "2"]
     done = subprocess.run([*argv, "--scenario", "req_idx_map"], capture_output=True, timeout=300)
     assert done.returncode == 125, done.stderr

@@ -8,10 +8,10 @@ import pytest
 import torch
 from _upstream_trees import build_tree, tree_files
 
-from regress.trtllm.paths import resolve_source_tree
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.cuda import cuda_on_cpu
 from regress.upstream.eras import Settings, all_values, plan_for
+from regress.upstream.layout import resolve_source_tree
 from regress.upstream.shells import Sandbox
 
 

@@ -10,11 +10,15 @@ reads with ``getattr`` after each run:
 * ``sentinel_violations``: the runtime DSA sentinel's findings so far, or None when it is off;
 * ``options``: a JSON-ready dict of how the engine was configured, for the report;
 
-and, as methods the CLI looks for:
+and, as methods :func:`regress.acceptance.prompts.resolve_prompts` looks for:
 
 * ``default_prompts(limit)``: prompts to use when ``--prompts`` is not given (may raise
   UsageError to demand a file);
 * ``tokenize(text)``: token ids of a text prompt, for engines that take ids only.
+
+Engines are built by name (:func:`get_engine`): the reference engine is the profiler's own, and
+an engine of another package registers itself when imported (:func:`register_engine`), so this
+package imports none of them.
 """
 
 from __future__ import annotations
@@ -30,8 +34,6 @@ Prompt = Sequence[int] | str
 
 #: progress(done_requests, total_requests), called from the engine as requests finish.
 EngineProgress = Callable[[int, int], None]
-
-ENGINE_NAMES = ("reference", "trtllm")
 
 
 @runtime_checkable
@@ -54,16 +56,38 @@ class AcceptanceEngine(Protocol):
         ...
 
 
+EngineFactory = Callable[..., AcceptanceEngine]
+
+
+def _reference(**options) -> AcceptanceEngine:
+    from regress.acceptance.engines.reference import ReferenceAcceptanceEngine
+
+    return ReferenceAcceptanceEngine(**options)
+
+
+#: Engines by name. The profiler's own (the reference engine) is here; an engine of another
+#: package registers itself when imported (``regress.trtllm.engine`` registers ``trtllm``).
+_ENGINES: dict[str, EngineFactory] = {"reference": _reference}
+
+
+def register_engine(name: str, factory: EngineFactory) -> None:
+    """Make ``--engine NAME`` build ``factory(**options)``; a name is taken once."""
+    if _ENGINES.get(name, factory) is not factory:
+        raise ValueError(f"the acceptance engine {name!r} is registered already")
+    _ENGINES[name] = factory
+
+
+def engine_names() -> list[str]:
+    """Every registered engine, in registration order."""
+    return list(_ENGINES)
+
+
 def get_engine(name: str, **options) -> AcceptanceEngine:
     """Build an engine adapter by name; its heavy imports happen here, not at module import.
 
     Raises:
         UsageError: for an unknown engine name or options it does not take.
     """
-    if name == "reference":
-        from regress.acceptance.engines.reference import ReferenceAcceptanceEngine as cls
-    elif name == "trtllm":
-        from regress.acceptance.engines.trtllm import TrtllmAcceptanceEngine as cls
-    else:
-        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(ENGINE_NAMES)}")
-    return cls(**options)
+    if name not in _ENGINES:
+        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(_ENGINES)}")
+    return _ENGINES[name](**options)

@@ -1,44 +1,75 @@
-"""The TensorRT-LLM recipe: DSA module per era, binary overlay, environment, native-code warning."""
+"""The TensorRT-LLM recipes: DSA module per era, binary overlay, environment, native-code warning."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
+from _upstream_trees import LAYOUT, build_tree
 
-from regress.bisect import trtllm
-from regress.bisect.trtllm import (
-    ERAS,
-    TrtllmRecipe,
-    dsa_module,
-    import_name,
-    link_binaries,
-    native_warning,
-)
+from regress.cli import child
 from regress.errors import MissingDependencyError, UsageError
+from regress.upstream import recipes
+from regress.upstream.check import run_check
+from regress.upstream.layout import ERAS
+from regress.upstream.recipes import TrtllmRecipe, dsa_env, link_binaries, native_warning
 
 A = "tensorrt_llm/_torch/attention_backend/sparse/dsa.py"
 B = "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py"
 C = "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py"
+DSA_CLASS = "class DSAtrtllmAttentionMetadata:\n    pass\n"
+
+
+def era_tree(root: Path, eras: set[str]) -> Path:
+    """A tree holding the DSA class of each era in ``eras``, as regress check recognises them."""
+    (root / "tensorrt_llm").mkdir(parents=True)
+    (root / "tensorrt_llm" / "__init__.py").write_text("")
+    for era in eras:
+        backends, dsa = LAYOUT[era]
+        base = root / "tensorrt_llm" / backends
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "interface.py").write_text("class AttentionMetadata:\n    pass\n")
+        (base / "trtllm.py").write_text("class TrtllmAttentionMetadata:\n    pass\n")
+        (root / "tensorrt_llm" / dsa).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tensorrt_llm" / dsa).write_text(DSA_CLASS)
+        if era != "A":
+            (root / "tensorrt_llm" / dsa).with_name("__init__.py").write_text("")
+    return root
 
 
 @pytest.mark.parametrize(
     ("present", "expected"),
     [
-        ({A}, ("A", A)),
-        ({B}, ("B", B)),
-        ({C}, ("C", C)),
-        ({A, C}, ("C", C)),  # during a move both exist: the newest location wins
+        ({"A"}, ("A", A)),
+        ({"B"}, ("B", B)),
+        ({"C"}, ("C", C)),
+        ({"A", "C"}, ("C", C)),  # during a move both exist: the newest location wins
         (set(), None),
     ],
 )
-def test_dsa_module_per_era(present, expected):
-    assert dsa_module(present.__contains__) == expected
+def test_dsa_module_per_era(tmp_path, present, expected):
+    env = dsa_env(era_tree(tmp_path, present))
+    found = (env["REGRESS_DSA_ERA"], env["REGRESS_DSA_MODULE"]) if env else None
+    assert found == expected
 
 
-def test_eras_mirror_the_facts_table():
-    assert [era for era, _ in ERAS] == ["C", "B", "A"]
-    assert import_name(B) == "tensorrt_llm._torch.attention_backend.sparse.dsa.metadata"
+def test_eras_mirror_the_facts_table(tmp_path):
+    assert [era.name for era in ERAS] == ["C", "B", "A"]
+    env = dsa_env(era_tree(tmp_path, {"B"}))
+    assert env["REGRESS_DSA_IMPORT"] == "tensorrt_llm._torch.attention_backend.sparse.dsa.metadata"
+
+
+def test_the_recipe_and_regress_check_give_a_tree_one_era(tmp_path):
+    """Era A plus a leftover era-C metadata.py without its package __init__ (a checkout moved
+    back from C, or an untracked file): regress check says A, and so must the recipe."""
+    root = build_tree(tmp_path, "A", "pre")
+    leftover = root / "tensorrt_llm" / LAYOUT["C"][1]
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.write_text(DSA_CLASS)
+    assert run_check(root, scenarios=["req_idx_map"]).era == "A"
+    env = TrtllmRecipe(python="/py").env("sha", root)
+    assert (env["REGRESS_DSA_ERA"], env["REGRESS_DSA_MODULE"]) == ("A", A)
 
 
 def test_native_warning():
@@ -84,15 +115,14 @@ def test_main_links_from_the_command_line(tmp_path, monkeypatch):
     (installed / "libs").mkdir(parents=True)
     (installed / "libs" / "libx.so").write_text("elf")
     monkeypatch.chdir(tmp_path)
-    assert trtllm.main(["link-binaries", "--from", str(installed)]) == 2  # no ./tensorrt_llm
+    assert child.main(["link-binaries", "--from", str(installed)]) == 2  # no ./tensorrt_llm
     (tmp_path / "tensorrt_llm").mkdir()
-    assert trtllm.main(["link-binaries", "--from", str(installed)]) == 0
+    assert child.main(["link-binaries", "--from", str(installed)]) == 0
     assert (tmp_path / "tensorrt_llm" / "libs" / "libx.so").is_symlink()
 
 
 def test_recipe_environment_and_builds(tmp_path, monkeypatch):
-    (tmp_path / B).parent.mkdir(parents=True)
-    (tmp_path / B).write_text("")
+    era_tree(tmp_path, {"B"})
     monkeypatch.setenv("PYTHONPATH", "/extra")
     pre = TrtllmRecipe(mode="precompiled", wheel="/wheels/trtllm.whl", python="/py")
     env = pre.env("sha", tmp_path)
@@ -100,21 +130,21 @@ def test_recipe_environment_and_builds(tmp_path, monkeypatch):
     assert env["TRTLLM_PRECOMPILED_LOCATION"] == "/wheels/trtllm.whl"
     assert env["PYTHONPATH"].split(":") == [str(tmp_path), "/extra"]
     assert (env["REGRESS_DSA_ERA"], env["REGRESS_DSA_MODULE"]) == ("B", B)
-    assert env["REGRESS_DSA_IMPORT"] == import_name(B)
+    assert env["REGRESS_DSA_IMPORT"] == "tensorrt_llm._torch.attention_backend.sparse.dsa.metadata"
     assert pre.build_command() == "/py -m pip install --no-deps -e ."
     monkeypatch.setattr(
-        trtllm, "installed_package", lambda: tmp_path / "site pkgs" / "tensorrt_llm"
+        recipes, "installed_package", lambda: tmp_path / "site pkgs" / "tensorrt_llm"
     )
     overlay = TrtllmRecipe(python="/py")
     assert "TRTLLM_USE_PRECOMPILED" not in overlay.env("sha", tmp_path)
     assert overlay.build_command() == (
-        f"/py -m regress.bisect.trtllm link-binaries --from '{tmp_path}/site pkgs/tensorrt_llm'"
+        f"/py -m regress.cli.child link-binaries --from '{tmp_path}/site pkgs/tensorrt_llm'"
     )
     with pytest.raises(UsageError, match="overlay or precompiled"):
         TrtllmRecipe(mode="full")
 
 
 def test_overlay_without_an_installed_wheel_says_how_to_get_one(monkeypatch):
-    monkeypatch.setattr(trtllm.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(recipes.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(MissingDependencyError, match="pip install tensorrt_llm"):
         TrtllmRecipe(python=sys.executable).build_command()

@@ -1,4 +1,8 @@
-"""Module-path resolution against small fake TensorRT-LLM trees laid out like eras A, B and C."""
+"""Module-path resolution against small fake TensorRT-LLM trees laid out like eras A, B and C.
+
+The era table and its rule are ``regress.upstream.layout``; finding and loading the installed
+package is ``regress.trtllm.paths``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import pytest
 
 from regress.errors import MissingDependencyError, UsageError
 from regress.trtllm import paths
+from regress.upstream import layout as layouts
 
 DSA_CLASS = (
     "TrtllmAttentionMetadata = object\n\n\n"
@@ -73,7 +78,7 @@ def make_tree(root: Path, era: str, draft: str | None = "mtp") -> Path:
     ],
 )
 def test_each_era_resolves_to_its_dsa_module(tmp_path, era, module):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, era))
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, era))
     assert layout.era == era
     assert layout.dsa_metadata.module == module
     assert layout.dsa_metadata.qualname == "DSAtrtllmAttentionMetadata"
@@ -82,9 +87,9 @@ def test_each_era_resolves_to_its_dsa_module(tmp_path, era, module):
 
 
 def test_package_eras_also_name_the_reexporting_package(tmp_path):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, "B"))
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, "B"))
     assert layout.reexported_from == ("tensorrt_llm._torch.attention_backend.sparse.dsa",)
-    assert paths.resolve_source_tree(make_tree(tmp_path / "a", "A")).reexported_from == ()
+    assert layouts.resolve_source_tree(make_tree(tmp_path / "a", "A")).reexported_from == ()
 
 
 @pytest.mark.parametrize(
@@ -96,30 +101,30 @@ def test_package_eras_also_name_the_reexporting_package(tmp_path):
     ],
 )
 def test_base_classes_follow_the_era(tmp_path, era, backends):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, era))
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, era))
     assert layout.attention_metadata.module == f"{backends}.interface"
     assert layout.attention_metadata.qualname == "AttentionMetadata"
     assert layout.trtllm_metadata.module == f"{backends}.trtllm"
 
 
 def test_draft_loop_is_mtp_eagle_worker_before_the_eagle3_unification(tmp_path):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, "A", draft="mtp"))
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, "A", draft="mtp"))
     assert layout.draft_loop.module == "tensorrt_llm._torch.speculative.mtp"
     assert layout.draft_loop.qualname == "MTPEagleWorker.forward"
 
 
 def test_draft_loop_is_eagle3_one_model_worker_once_mtp_eagle_wraps_it(tmp_path):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, "C", draft="eagle3"))
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, "C", draft="eagle3"))
     assert layout.draft_loop.module == "tensorrt_llm._torch.speculative.eagle3"
     assert layout.draft_loop.qualname == "Eagle3OneModelWorker.forward"
 
 
 def test_tree_without_one_model_mtp_has_no_draft_loop(tmp_path):
-    assert paths.resolve_source_tree(make_tree(tmp_path, "B", draft=None)).draft_loop is None
+    assert layouts.resolve_source_tree(make_tree(tmp_path, "B", draft=None)).draft_loop is None
 
 
 def test_package_directory_itself_is_accepted(tmp_path):
-    layout = paths.resolve_source_tree(make_tree(tmp_path, "C") / "tensorrt_llm")
+    layout = layouts.resolve_source_tree(make_tree(tmp_path, "C") / "tensorrt_llm")
     assert layout.package_dir == tmp_path / "tensorrt_llm"
 
 
@@ -127,23 +132,23 @@ def test_newest_layout_wins_when_an_old_file_lingers(tmp_path):
     # A checkout moved from era A to C can keep an untracked dsa.py; C must still be found.
     root = make_tree(tmp_path, "C")
     write(root, "tensorrt_llm/_torch/attention_backend/sparse/dsa.py", DSA_CLASS)
-    assert paths.resolve_source_tree(root).era == "C"
+    assert layouts.resolve_source_tree(root).era == "C"
 
 
 def test_leftover_package_dir_without_init_does_not_shadow_era_a(tmp_path):
     # Going back from era B to A leaves dsa/ with only __pycache__; it is not a package.
     root = make_tree(tmp_path, "A")
     write(root, "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py", DSA_CLASS)
-    assert paths.resolve_source_tree(root).era == "A"
+    assert layouts.resolve_source_tree(root).era == "A"
 
 
 def test_tree_without_dsa_names_every_path_tried(tmp_path):
     root = tmp_path / "old"
     write(root, "tensorrt_llm/__init__.py")
-    with pytest.raises(paths.TrtllmLayoutError) as info:
-        paths.resolve_source_tree(root)
+    with pytest.raises(layouts.TrtllmLayoutError) as info:
+        layouts.resolve_source_tree(root)
     message = str(info.value)
-    for era in paths.ERAS:
+    for era in layouts.ERAS:
         assert str(root / "tensorrt_llm" / era.dsa_metadata) in message
     assert "skipped" in message
     assert isinstance(info.value, UsageError)
@@ -152,20 +157,20 @@ def test_tree_without_dsa_names_every_path_tried(tmp_path):
 def test_file_without_the_class_is_not_a_match(tmp_path):
     root = make_tree(tmp_path, "A")
     write(root, "tensorrt_llm/_torch/attention_backend/sparse/dsa.py", "# DSA moved away\n")
-    with pytest.raises(paths.TrtllmLayoutError, match="No DSAtrtllmAttentionMetadata"):
-        paths.resolve_source_tree(root)
+    with pytest.raises(layouts.TrtllmLayoutError, match="No DSAtrtllmAttentionMetadata"):
+        layouts.resolve_source_tree(root)
 
 
 def test_missing_base_class_is_an_unknown_layout(tmp_path):
     root = make_tree(tmp_path, "B")
     write(root, "tensorrt_llm/_torch/attention_backend/trtllm.py", "class Other:\n    pass\n")
-    with pytest.raises(paths.TrtllmLayoutError, match="TrtllmAttentionMetadata is not defined"):
-        paths.resolve_source_tree(root)
+    with pytest.raises(layouts.TrtllmLayoutError, match="TrtllmAttentionMetadata is not defined"):
+        layouts.resolve_source_tree(root)
 
 
 def test_not_a_tensorrt_llm_tree(tmp_path):
-    with pytest.raises(paths.TrtllmLayoutError, match="is not a TensorRT-LLM tree"):
-        paths.resolve_source_tree(tmp_path)
+    with pytest.raises(layouts.TrtllmLayoutError, match="is not a TensorRT-LLM tree"):
+        layouts.resolve_source_tree(tmp_path)
 
 
 def test_installed_package_is_resolved_from_its_spec_without_importing(tmp_path):
@@ -204,13 +209,13 @@ def importable_tree(tmp_path, monkeypatch):
 
 
 def test_load_imports_the_resolved_class(importable_tree):
-    layout = paths.resolve_source_tree(importable_tree)
+    layout = layouts.resolve_source_tree(importable_tree)
     cls = paths.load(layout.dsa_metadata)
     assert cls.__name__ == "DSAtrtllmAttentionMetadata"
     assert cls.__module__ == layout.dsa_metadata.module
 
 
 def test_load_explains_an_unimportable_module(tmp_path):
-    location = paths.Location("no_such_pkg_for_regress.mod", tmp_path / "mod.py", "X")
+    location = layouts.Location("no_such_pkg_for_regress.mod", tmp_path / "mod.py", "X")
     with pytest.raises(MissingDependencyError, match=r"Cannot import no_such_pkg_for_regress\.mod"):
         paths.load(location)

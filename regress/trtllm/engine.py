@@ -1,4 +1,7 @@
-"""Adapter from the profiler to TensorRT-LLM's LLM API (PyTorch backend, one-model MTP-Eagle).
+"""The acceptance engine ``trtllm``: the profiler driving TensorRT-LLM's LLM API (one-model MTP-Eagle).
+
+Registered with :func:`regress.acceptance.engines.register_engine` when imported, so the profiler
+(which knows nothing of TensorRT-LLM) builds it by name.
 
 Per-step acceptance comes from streaming deltas (see :mod:`.streaming`), cross-checked against
 ``request_perf_metrics.speculative_decoding`` and, when iteration stats are on, ``get_stats()``.
@@ -14,10 +17,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regress.acceptance.engines import EngineProgress, Prompt
+from regress.acceptance.engines import EngineProgress, Prompt, register_engine
 from regress.acceptance.engines.streaming import account_stream, cross_check, deltas_from_lengths
 from regress.acceptance.trace import RequestTrace
 from regress.errors import EngineError, RegressError, UsageError, require_module
+from regress.trtllm.llm_config import build_mtp_config, graph_batch_sizes
 
 INSTALL = "pip install tensorrt_llm   (or: pip install 'regress[trtllm]'), on a machine with CUDA"
 
@@ -30,20 +34,6 @@ class _Streamed:
     token_ids: list[int]
     finish_reason: str | None
     perf: dict[str, int] | None
-
-
-def graph_batch_sizes(batch_size: int) -> list[int]:
-    """CUDA-graph batch sizes to capture: powers of two up to the batch size, and the batch size.
-
-    The tail of a run drains below the batch size; with padding on, these sizes keep every
-    iteration inside a captured graph without capturing one graph per size.
-    """
-    sizes = {batch_size}
-    n = 1
-    while n < batch_size:
-        sizes.add(n)
-        n *= 2
-    return sorted(sizes)
 
 
 def _perf_metrics(*holders: Any) -> dict[str, int] | None:
@@ -259,9 +249,6 @@ class TrtllmAcceptanceEngine:
         )
 
     def _build_llm(self, batch_size: int, max_draft_len: int) -> Any:
-        # Imported here: llm_config imports this module (graph_batch_sizes).
-        from regress.trtllm.llm_config import build_mtp_config
-
         llmapi = importlib.import_module("tensorrt_llm.llmapi")
         # The spelling each release honours, and a check that the built config runs K.
         spec = build_mtp_config(llmapi, max_draft_len, one_model=True)
@@ -274,7 +261,7 @@ class TrtllmAcceptanceEngine:
         }
         if self.cuda_graph is True:
             kwargs["cuda_graph_config"] = llmapi.CudaGraphConfig(
-                batch_sizes=graph_batch_sizes(batch_size), enable_padding=True
+                batch_sizes=list(graph_batch_sizes(batch_size)), enable_padding=True
             )
         elif self.cuda_graph is False:
             kwargs["cuda_graph_config"] = None
@@ -375,3 +362,6 @@ def _shutdown(llm: Any) -> None:
     shutdown: Callable[[], None] | None = getattr(llm, "shutdown", None)
     if shutdown is not None:
         shutdown()
+
+
+register_engine("trtllm", TrtllmAcceptanceEngine)

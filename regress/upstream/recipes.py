@@ -1,0 +1,221 @@
+"""The TensorRT-LLM bisect recipes: builds and environment per worktree of a source checkout.
+
+Registered by name with the bisect when this module is imported (``--recipe NAME``):
+
+* ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
+  (:func:`regress.upstream.check.run_check`). "Contracts hold" is good, "a contract is broken"
+  bad; a commit that is not a TensorRT-LLM tree with DSA (e.g. before DSA existed) or that the
+  check cannot judge (it does not import, exits or hangs while loading, or needs what the sandbox
+  fakes) is untestable: git bisect's skip, so the search steps around it.
+* ``trtllm`` (overlay) and ``trtllm-precompiled``: Python-only rebuilds. Both historical DSA bugs
+  are Python-only, so each worktree gets the compiled libraries of one release wheel instead of a
+  C++ build (``../shared/trtllm-facts.md``, "Python-only rebuilds"). ``precompiled`` runs
+  ``TRTLLM_USE_PRECOMPILED=1 pip install -e .`` in the worktree (the wheel named by
+  ``TRTLLM_PRECOMPILED_LOCATION``, or the matching release); the editable install is shared by
+  every job of one environment, so use it with ``--jobs 1`` or one environment per job. The
+  overlay links the compiled files of the installed ``tensorrt_llm`` wheel into the worktree
+  (:func:`link_binaries`): no pip, no network, safe in parallel.
+
+The probe runs with ``PYTHONPATH`` = the worktree, so it imports that commit's Python code, and
+with ``REGRESS_DSA_ERA`` / ``REGRESS_DSA_MODULE`` / ``REGRESS_DSA_IMPORT`` naming the DSA metadata
+of the commit's era as :func:`regress.upstream.layout.resolve_source_tree` finds it: the one era
+rule, so the recipe and ``regress check`` never disagree about a tree. Commits that touch ``cpp/``
+need a real rebuild; the recipe warns when the range has any.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from regress.bisect.causes import SKIP_EXIT_CODE
+from regress.bisect.registry import register_recipe
+from regress.errors import MissingDependencyError, UsageError
+from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+
+#: Paths whose changes the precompiled binaries cannot follow.
+NATIVE_PATHS = ("cpp/",)
+REBUILD_HINT = "python3 scripts/build_wheel.py --use_ccache"
+#: ``regress check`` exit code -> git-bisect verdict code (untestable trees are skips).
+VERDICT = {0: 0, 1: 1, 2: SKIP_EXIT_CODE, 3: SKIP_EXIT_CODE}
+#: The ``python -m`` entry point of the recipes' child processes (a CLI module).
+CHILD = "regress.cli.child"
+_BINARY = re.compile(r"\.so(\.\d+)*$")
+
+
+def dsa_env(worktree: Path) -> dict[str, str]:
+    """``REGRESS_DSA_*`` for the tree at ``worktree``, or nothing when it has no known layout.
+
+    Era, module file (relative to the worktree) and import name, as ``regress check`` sees them.
+    """
+    try:
+        layout = resolve_source_tree(worktree)
+    except TrtllmLayoutError:
+        return {}
+    file = layout.dsa_metadata.file.relative_to(layout.package_dir.parent)
+    return {
+        "REGRESS_DSA_ERA": layout.era,
+        "REGRESS_DSA_MODULE": file.as_posix(),
+        "REGRESS_DSA_IMPORT": layout.dsa_metadata.module,
+    }
+
+
+def native_warning(touching: Sequence[str]) -> str | None:
+    """The warning for commits in the range that change native code, or ``None``.
+
+    Args:
+        touching: one line per commit that changes a path in :data:`NATIVE_PATHS`.
+    """
+    if not touching:
+        return None
+    sample = "; ".join(touching[:3]) + ("; ..." if len(touching) > 3 else "")
+    return (
+        f"{len(touching)} commit(s) in the range touch {', '.join(NATIVE_PATHS)} ({sample}): the "
+        "precompiled binaries may not match them, so probes there can fail or mislead; if they "
+        f"matter, use --build '{REBUILD_HINT}' for those commits (slow) or narrow the range"
+    )
+
+
+def installed_package() -> Path:
+    """Directory of the installed ``tensorrt_llm`` package, found without importing it."""
+    spec = importlib.util.find_spec("tensorrt_llm")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            "the TensorRT-LLM overlay recipe links the binaries of an installed tensorrt_llm "
+            "wheel, and none is importable: pip install tensorrt_llm (the release closest to the "
+            "range), or use --recipe trtllm-precompiled"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def link_binaries(installed: Path, target: Path) -> list[Path]:
+    """Symlink every compiled file of ``installed`` into ``target`` where it is missing.
+
+    Compiled files are shared objects (``*.so``, ``*.so.N``) and everything under ``libs/`` or
+    ``bin/``; Python sources are left alone, so the worktree's own code is what runs.
+
+    Raises:
+        UsageError: ``target`` is not a directory (not run in a TensorRT-LLM worktree).
+    """
+    if not target.is_dir():
+        raise UsageError(f"{target} is not a directory: run in a TensorRT-LLM worktree")
+    made = []
+    for src in sorted(installed.rglob("*")):
+        rel = src.relative_to(installed)
+        if src.is_dir() or "__pycache__" in rel.parts:
+            continue
+        if not (_BINARY.search(src.name) or {"libs", "bin"} & set(rel.parts[:-1])):
+            continue
+        dest = target / rel
+        if dest.exists() or dest.is_symlink():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.symlink_to(src)
+        made.append(dest)
+    return made
+
+
+@dataclass
+class TrtllmRecipe:
+    """Build command and per-commit environment for bisecting a TensorRT-LLM checkout.
+
+    Args:
+        mode: ``"overlay"`` or ``"precompiled"`` (see the module docstring).
+        wheel: ``TRTLLM_PRECOMPILED_LOCATION`` for the precompiled mode (a wheel path or URL).
+        python: the interpreter that runs the build steps.
+    """
+
+    mode: str = "overlay"
+    wheel: str | None = None
+    python: str = sys.executable
+    native_paths: tuple[str, ...] = NATIVE_PATHS
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("overlay", "precompiled"):
+            raise UsageError(
+                f"unknown TensorRT-LLM recipe mode {self.mode!r}: overlay or precompiled"
+            )
+
+    def build_command(self) -> str:
+        py = shlex.quote(self.python)
+        if self.mode == "precompiled":
+            return f"{py} -m pip install --no-deps -e ."
+        source = shlex.quote(str(installed_package()))
+        return f"{py} -m {CHILD} link-binaries --from {source}"
+
+    def command(self) -> list[str]:
+        return []
+
+    def env(self, sha: str, worktree: Path) -> dict[str, str]:
+        env = {
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(worktree), os.environ.get("PYTHONPATH")])
+            )
+        }
+        if self.mode == "precompiled":
+            env["TRTLLM_USE_PRECOMPILED"] = "1"
+            if self.wheel:
+                env["TRTLLM_PRECOMPILED_LOCATION"] = self.wheel
+        env.update(dsa_env(worktree))
+        return env
+
+    def config(self) -> dict[str, str | None]:
+        return {"recipe": "trtllm", "mode": self.mode, "wheel": self.wheel}
+
+    def native_warning(self, touching: Sequence[str]) -> str | None:
+        return native_warning(touching)
+
+
+class SourceRecipe:
+    """No build, no binaries; the default probe is ``regress check`` in the worktree."""
+
+    #: Native code does not matter to a source-only check: no rebuild warning.
+    native_paths: tuple[str, ...] = ()
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+
+    def build_command(self) -> None:
+        return None
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", CHILD, "trtllm-source-probe", "."]
+
+    def env(self, sha: str, worktree: Path) -> dict[str, str]:
+        return {}
+
+    def config(self) -> dict[str, str]:
+        return {"recipe": "trtllm-source"}
+
+    def native_warning(self, touching: Sequence[str]) -> str | None:
+        return None
+
+
+def probe_exit_code(
+    path: Path, scenarios: Sequence[str] | None = None, timeout: float | None = None
+) -> tuple[int, list[str]]:
+    """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
+
+    The check runs in a child process (:mod:`regress.upstream.isolation`), so a commit whose code
+    exits or hangs while loading is a gap (skip), never a good or bad verdict.
+
+    Returns:
+        The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
+    """
+    from regress.upstream.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+
+    report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
+    return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
+
+
+register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
+register_recipe(
+    "trtllm-precompiled", lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel)
+)
+register_recipe("trtllm-source", lambda config: SourceRecipe())
