@@ -51,7 +51,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "contracts hold",
         FAILED: "a contract is broken",
         BAD_INPUT: "not a TensorRT-LLM tree",
-        UNFINISHED: "the sandbox cannot load the tree",
+        UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
         INTERRUPTED: "interrupted",
     },
     "regress trend check": {

@@ -9,6 +9,7 @@ import click
 
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 from regress.upstream.check import ENV_VAR
+from regress.upstream.isolation import DEFAULT_TIMEOUT_S
 
 
 @click.command(epilog=exit_codes_help("regress check"))
@@ -29,38 +30,66 @@ from regress.upstream.check import ENV_VAR
     "runner_guard, sentinel_lifecycle.",
 )
 @click.option("--sm", type=int, default=90, show_default=True, help="SM version the code sees.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds the tree's code may run (loading and scenarios, in a child process; its start "
+    "and import torch are not counted) before the check is a gap, exit 3: a hang.",
+)
 @click.option("--json", "json_out", default=None, help="Write the report as JSON to FILE, or -.")
+@click.option(
+    "--markdown",
+    "markdown_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the report as markdown (a CI job summary) to FILE, or -.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
-def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None, quiet: bool):
+def check(
+    source: str,
+    scenarios: tuple[str, ...],
+    sm: int,
+    timeout: float,
+    json_out: str | None,
+    markdown_out: str | None,
+    quiet: bool,
+):
     """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
 
     Nothing is built or installed: package __init__ files are skipped, compiled and GPU-only
     modules are strict stubs, CUDA allocations land on the CPU; the report lists every fake.
-    When the sandbox cannot load the tree, the missing piece is named.
+    The tree's code runs in a child process, so an exit or a hang in it cannot pass for a result;
+    only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
+    possible, the cause is named with the upstream file and line.
     """
+    from regress.cli.output import emit
     from regress.errors import UsageError
-    from regress.files import STDOUT, check_output_path, write_atomic
-    from regress.upstream.check import run_check, scenario_names
+    from regress.files import STDOUT, check_output_path
+    from regress.upstream.check import scenario_names
     from regress.upstream.eras import Settings
+    from regress.upstream.isolation import run_check_isolated
+    from regress.upstream.summary import markdown
 
     unknown = sorted(set(scenarios) - set(scenario_names()))
     if unknown:
         raise UsageError(
             f"unknown --scenario {', '.join(unknown)}: choose from {', '.join(scenario_names())}"
         )
+    if json_out == STDOUT and markdown_out == STDOUT:
+        raise UsageError("--json - and --markdown - both want stdout: send one to a file")
     check_output_path(json_out, option="--json")
-    report = run_check(source, scenarios=scenarios or None, settings=Settings(sm=sm))
-    to_stdout = json_out == STDOUT
+    check_output_path(markdown_out, option="--markdown")
+    report = run_check_isolated(
+        source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
+    )
     if not quiet or report.exit_code in (BAD_INPUT, UNFINISHED):
         for line in report.lines():
             click.echo(line, err=True)
-    if json_out:
-        text = json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n"
-        if to_stdout:
-            click.echo(text, nl=False)
-        else:
-            try:
-                write_atomic(json_out, text)
-            except OSError as exc:
-                raise UsageError(f"cannot write --json {json_out}: {exc}") from exc
+    text = json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n"
+    emit(json_out, text, option="--json")
+    if markdown_out:
+        emit(markdown_out, markdown(report), option="--markdown")
     sys.exit(report.exit_code)

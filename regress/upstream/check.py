@@ -9,7 +9,8 @@ from pathlib import Path
 
 from regress.progress import Progress
 from regress.upstream import Ledger, SandboxGap
-from regress.upstream.eras import Settings, Upstream, all_values, plan_for
+from regress.upstream.blame import blame, describe
+from regress.upstream.eras import ENV, Settings, Upstream, all_values, plan_for
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 from regress.upstream.report import CheckReport
 from regress.upstream.scenarios import SCENARIOS, ScenarioResult
@@ -17,6 +18,9 @@ from regress.upstream.shells import Sandbox
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
+
+#: What a gap asks of the reader (exit 3; a bisect probe skips the commit).
+_NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
 
 
 def scenario_names() -> list[str]:
@@ -61,47 +65,67 @@ def run_check(
     settings = settings or Settings()
     ledger = Ledger()
     report.ledger = ledger
-    from regress.upstream.eras import ENV
-
+    gaps: list[str] = []
     try:
         with Sandbox(
             plan.checkout, plan.real, all_values(plan, settings), env=ENV, ledger=ledger
         ) as sandbox:
-            for name in plan.real:
-                sandbox.load(name)
-            module = sandbox.load(plan.dsa_module)
-            up = Upstream(
-                plan=plan,
-                module=module,
-                metadata_cls=module.DSAtrtllmAttentionMetadata,
-                kv_cache_params_cls=_kv_cache_params(sandbox),
-                ledger=ledger,
-                sandbox=sandbox,
-            )
+            up = _load(sandbox, plan, ledger)
             for name in wanted:
                 emit(f"scenario {name}")
-                report.results.extend(_run(table[name], up, name))
+                results, gap = _run(table[name], up, name)
+                report.results.extend(results)
+                gaps += [gap] if gap else []
     except SandboxGap as exc:
         report.status, report.error = "gap", str(exc)
+    except (Exception, SystemExit) as exc:  # not importable: a syntax error, NUL bytes, an exit
+        found = blame(exc, plan.checkout)
+        cause = describe(exc, found)
+        if found.owner not in ("import", "exit"):
+            cause = f"loading the tree raised {cause}"
+        report.status, report.error = "gap", cause + _NEXT
     _divergences(ledger, plan)
     report.finish()
+    if report.status == "pass" and gaps:  # a violation elsewhere is still a verdict
+        report.status, report.error = "gap", gaps[0]
     report.seconds = time.monotonic() - started
     return report
 
 
-def _run(fn, up: Upstream, name: str) -> list[ScenarioResult]:
+def _load(sandbox: Sandbox, plan, ledger: Ledger) -> Upstream:
+    for name in plan.real:
+        sandbox.load(name)
+    module = sandbox.load(plan.dsa_module)
+    return Upstream(
+        plan=plan,
+        module=module,
+        metadata_cls=module.DSAtrtllmAttentionMetadata,
+        kv_cache_params_cls=_kv_cache_params(sandbox),
+        ledger=ledger,
+        sandbox=sandbox,
+    )
+
+
+def _run(fn, up: Upstream, name: str) -> tuple[list[ScenarioResult], str | None]:
+    """The scenario's results, and the cause when it could not judge the tree (a gap).
+
+    Only an exception whose innermost non-library frame is upstream's is a verdict (a broken
+    contract); one raised in a fake, a stub, the CUDA runtime, an import, an exit or regress's own
+    driver is a gap (:mod:`regress.upstream.blame`).
+    """
     try:
-        return fn(up)
-    except SandboxGap:
-        raise
-    except Exception as exc:  # upstream code failed on the path: a broken contract, named
-        result = ScenarioResult(name, status="fail")
+        return fn(up), None
+    except (Exception, SystemExit) as exc:
+        found = blame(exc, up.plan.checkout)
+        result = ScenarioResult(name, status="gap")
+        if found.is_gap:
+            result.note = describe(exc, found)
+            return [result], f"scenario {name}: {result.note}{_NEXT}"
         from regress.dsa.invariants import Violation
 
-        result.add(
-            [Violation("upstream_raised", f"{type(exc).__name__}: {exc}", {})], "while running"
-        )
-        return [result]
+        message = f"upstream raised {describe(exc, found)}"
+        result.add([Violation("upstream_raised", message, {"site": found.site})], "while running")
+        return [result], None
 
 
 def _kv_cache_params(sandbox: Sandbox) -> type:

@@ -5,6 +5,8 @@ pytest ini, or ``-p regress.pytest_plugin``), or on its own with ``-p regress.up
 an unrelated project with regress installed never sees the option or the fixture. Tests that take the ``trtllm_src`` fixture run the
 contract scenarios against that real TensorRT-LLM tree; without one they are collected and
 skipped with the reason, so a CPU CI that has no TensorRT-LLM checkout stays green and honest.
+Test paths inside the tree are upstream's own unit tests: they run through the sandbox, CUDA on
+the CPU (:mod:`regress.upstream.pytest_sandbox`).
 """
 
 from __future__ import annotations
@@ -34,3 +36,11 @@ def trtllm_src(pytestconfig: pytest.Config) -> Path:
     if not value:
         pytest.skip(f"no TensorRT-LLM source tree: pass --trtllm-src PATH or set {ENV_VAR}")
     return Path(value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("regress_trtllm_src") or os.environ.get(ENV_VAR)
+    if value:
+        from regress.upstream.pytest_sandbox import register
+
+        register(config, Path(value))

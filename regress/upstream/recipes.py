@@ -5,7 +5,8 @@ Registered by name with the bisect when this module is imported (``--recipe NAME
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
   (:func:`regress.upstream.check.run_check`). "Contracts hold" is good, "a contract is broken"
   bad; a commit that is not a TensorRT-LLM tree with DSA (e.g. before DSA existed) or that the
-  sandbox cannot load is untestable: git bisect's skip, so the search steps around it.
+  check cannot judge (it does not import, exits or hangs while loading, or needs what the sandbox
+  fakes) is untestable: git bisect's skip, so the search steps around it.
 * ``trtllm`` (overlay) and ``trtllm-precompiled``: Python-only rebuilds. Both historical DSA bugs
   are Python-only, so each worktree gets the compiled libraries of one release wheel instead of a
   C++ build (``../shared/trtllm-facts.md``, "Python-only rebuilds"). ``precompiled`` runs
@@ -196,15 +197,20 @@ class SourceRecipe:
         return None
 
 
-def probe_exit_code(path: Path, scenarios: Sequence[str] | None = None) -> tuple[int, list[str]]:
+def probe_exit_code(
+    path: Path, scenarios: Sequence[str] | None = None, timeout: float | None = None
+) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
+
+    The check runs in a child process (:mod:`regress.upstream.isolation`), so a commit whose code
+    exits or hangs while loading is a gap (skip), never a good or bad verdict.
 
     Returns:
         The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
     """
-    from regress.upstream.check import run_check
+    from regress.upstream.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
 
-    report = run_check(path, scenarios=scenarios)
+    report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
     return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
 
 

@@ -119,5 +119,14 @@ class StubModule(types.ModuleType):
         setattr(self, name, value)
         return value
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # `from <package> import name` falls back to importing `<package>.name`, which the
+        # sandbox resolves to a stub module when no such file exists (a name defined by a package
+        # __init__ that never ran, or compiled code): calling it is a gap, not a TypeError.
+        raise SandboxGap(
+            f"a call of `{self.__name__}`, which the sandbox resolved to a stub module",
+            call_site(self.__dict__["_regress_root"]),
+        )
+
 
 Factory = Callable[[str], types.ModuleType]

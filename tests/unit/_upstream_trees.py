@@ -28,6 +28,7 @@ def build_req_idx_per_token(seq_lens, num_tokens):
 """
 REFRESH = {
     "pre": "",
+    "helper": "",  # the #16925 helper exists, but on_update_kv_lens() does not call it
     "post": (
         "        if self.num_tokens > 0:\n"
         "            self.req_idx_per_token[: self.num_tokens].copy_(\n"
@@ -94,7 +95,7 @@ def tree_files(era: str = "B", fix: str = "pre", guard: bool | None = None) -> d
     files[f"tensorrt_llm/{backends}/interface.py"] = interface
     files[f"tensorrt_llm/{backends}/trtllm.py"] = _part("trtllm.py")
     meta = _part("metadata.py").replace("{BACKENDS}", pkg)
-    meta = _fill(meta, "helper", HELPER if fix == "post" else "")
+    meta = _fill(meta, "helper", HELPER if fix in ("post", "helper") else "")
     meta = _fill(meta, "refresh", REFRESH[fix])
     if era == "C":
         meta = _fill(
@@ -130,8 +131,11 @@ def tree_files(era: str = "B", fix: str = "pre", guard: bool | None = None) -> d
     else:
         meta = _fill(meta, "indexer-import", "from .indexer import _compute_slot_mappings\n")
         files[f"tensorrt_llm/{dsa_dir}/indexer.py"] = _part("indexer.py")
+        exported = "DSAtrtllmAttentionMetadata" + (
+            ", build_req_idx_per_token" if fix in ("post", "helper") else ""
+        )
         files[f"tensorrt_llm/{dsa_dir}/__init__.py"] = (
-            init + "from .metadata import DSAtrtllmAttentionMetadata  # noqa: F401\n"
+            init + f"from .metadata import {exported}  # noqa: F401\n"
         )
     files[f"tensorrt_llm/{dsa}"] = meta
     if guard is None:
@@ -145,7 +149,58 @@ def tree_files(era: str = "B", fix: str = "pre", guard: bool | None = None) -> d
 
 def build_tree(root: Path, era: str = "B", fix: str = "pre", guard: bool | None = None) -> Path:
     """Write one fake tree under ``root`` (the checkout root) and return ``root``."""
-    for rel, text in tree_files(era, fix, guard).items():
+    return write_files(root, tree_files(era, fix, guard))
+
+
+#: Ways a commit can fail to load (issue 24), appended to the DSA module: none is a verdict.
+IMPORT_BREAKAGES = {
+    "syntax_error": "def half_written(:\n",
+    "nul_bytes": "STALE = 1  # \0\n",
+    "raise_at_import": 'raise RuntimeError("needs the compiled extension")\n',
+    "sys_exit": "import sys\n\nsys.exit(0)\n",
+    "os_exit": "import os\n\nos._exit(0)\n",
+    "hang": "while True: pass  # noqa: E701\n",
+    "segfault": "import ctypes\n\nctypes.string_at(0)\n",  # compiled code crashing at import
+}
+#: Code put at the top of the DSA metadata's ``prepare()``: all but the last need what the
+#: sandbox fakes (a gap); the last is upstream's own code failing on real inputs (a verdict).
+RUN_BREAKAGES = {
+    "fake_raises": "        self.kv_cache_manager.get_block_ids_per_seq([10_000])\n",
+    "fake_signature": "        self.kv_cache_manager.get_block_ids_per_seq([0], stream=None)\n",
+    "fake_attribute": "        self.kv_cache_manager.pool_layout_v2\n",
+    # a name a package __init__ would define (the sandbox never runs it): called, or read
+    "shell_name_call": "        from tensorrt_llm._torch import warmup_hook\n        warmup_hook()\n",
+    "shell_attribute": "        tensorrt_llm._torch.compiled_flag\n",
+    "upstream_raises": "        self.req_idx_per_token[self.max_num_tokens + 1]\n",
+}
+_PREPARE = "    def prepare(self):\n        super().prepare()\n"
+
+
+def broken_files(how: str, era: str = "B", fix: str = "post") -> dict[str, str]:
+    """:func:`tree_files` with one breakage of :data:`IMPORT_BREAKAGES` or :data:`RUN_BREAKAGES`."""
+    files = tree_files(era, fix)
+    rel = f"tensorrt_llm/{LAYOUT[era][1]}"
+    if how in IMPORT_BREAKAGES:
+        files[rel] += "\n" + IMPORT_BREAKAGES[how]
+    else:
+        assert _PREPARE in files[rel]
+        files[rel] = files[rel].replace(_PREPARE, _PREPARE + RUN_BREAKAGES[how], 1)
+    return files
+
+
+def breakage_line(how: str, era: str = "B", fix: str = "post") -> int:
+    """The line of the DSA module where :func:`broken_files` put the breakage (1-based)."""
+    text = broken_files(how, era, fix)[f"tensorrt_llm/{LAYOUT[era][1]}"]
+    if how in IMPORT_BREAKAGES:
+        last = IMPORT_BREAKAGES[how].rstrip("\n").splitlines()[-1]
+    else:
+        last = RUN_BREAKAGES[how].rstrip("\n").splitlines()[-1]
+    return text.splitlines().index(last) + 1
+
+
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) under ``root``; return ``root``."""
+    for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
