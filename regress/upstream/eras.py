@@ -287,8 +287,13 @@ class Upstream:
         seq_lens: Any = None,
         num_contexts: int = 0,
         cached: list[int] | None = None,
+        cls: type | None = None,
     ) -> Any:
-        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None)."""
+        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None).
+
+        ``cls`` builds another metadata class of the tree (the dense ``TrtllmAttentionMetadata``
+        the DSA class extends) with the same settings, without the sparse ones.
+        """
         import torch
 
         n = kv_cache_manager.max_batch_size
@@ -302,8 +307,10 @@ class Upstream:
         }
         if seq_lens is not None:
             kwargs.update(self.batch_kwargs(len(seq_lens), cached))
-        kwargs.update(self.sparse_kwargs())
-        return self.metadata_cls(**kwargs)
+        if cls is None or cls is self.metadata_cls:
+            kwargs.update(self.sparse_kwargs())
+            cls = self.metadata_cls
+        return cls(**kwargs)
 
     def sparse_kwargs(self) -> dict[str, Any]:
         """The era's sparse-settings constructor argument (see :func:`_sparse_kwargs`)."""

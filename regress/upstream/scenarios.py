@@ -21,7 +21,7 @@ from __future__ import annotations
 import traceback
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,9 @@ from regress.dsa.sentinel import SENTINEL_ERROR
 from regress.upstream import SandboxGap
 from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.results import ScenarioResult, Step
 from regress.upstream.shells import Sandbox
+from regress.upstream.stale_state import stale_state
 
 
 @dataclass(frozen=True)
@@ -61,33 +63,6 @@ MAP_LAYOUTS: tuple[Layout, ...] = (
 #: A zero-length row: the map built for ``[4, 4, 4]`` must follow a rewrite to ``[2, 0, 3]``
 #: (upstream ``tests/unittest/_torch/attention/sparse/dsa/test_req_idx_per_token.py``).
 ZERO_ROW = ((4, 4, 4), (2, 0, 3))
-
-
-@dataclass
-class Step:
-    """What one checked step saw."""
-
-    step: str
-    seq_lens: list[int]
-    req_idx_per_token: list[int]
-    blocks_written: list[int] = field(default_factory=list)
-
-
-@dataclass
-class ScenarioResult:
-    """One scenario's verdict: ``pass``, ``fail`` (violations) or ``gap`` (could not run)."""
-
-    name: str
-    status: str = "pass"
-    violations: list[Violation] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-    note: str = ""
-
-    def add(self, found: list[Violation], where: str) -> None:
-        for v in found:
-            self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
-        if self.violations:
-            self.status = "fail"
 
 
 def _observe(md: Any, kvm: FakeKVCacheManager, where: str, result: ScenarioResult) -> None:
@@ -362,4 +337,5 @@ SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "shape_announcement": shape_announcement,
     "runner_guard": runner_guard,
     "sentinel_lifecycle": sentinel_lifecycle,
+    "stale_state": stale_state,
 }
