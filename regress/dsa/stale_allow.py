@@ -46,8 +46,141 @@ class Allowed:
         )
 
 
-#: Filled from the runs on real upstream trees (docs/findings.md says how each was decided).
-ALLOWED: tuple[Allowed, ...] = ()
+_C_META = "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py @ d3d4066f"
+_C_TRTLLM = "tensorrt_llm/_torch/attention/backends/trtllm.py @ 017aa0ca"
+_C_INDEXER = "tensorrt_llm/_torch/attention/backends/sparse/dsa/indexer.py @ 0b228a79"
+#: Upstream's own list of the host tensors prepare() owns ("persistent CPU storage that prepare
+#: ... rewrites before a non-blocking H2D copy, or exposes as a host runtime view").
+_STAGE = (
+    "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py, stored id 57530523289: "
+    "_PREPARE_HOST_STAGE_FIELDS"
+)
+_DRAFT = ("draft_step",)
+
+
+def _staging(name: str, written: str) -> Allowed:
+    return Allowed(
+        name,
+        "host staging buffer: prepare() writes it and copies it to its device twin; the draft "
+        "loop's on_update_kv_lens() refreshes the device twin directly and no kernel reads the "
+        "host copy after prepare(); upstream lists it as prepare-owned host staging",
+        f"{written}; {_STAGE}",
+        _DRAFT,
+    )
+
+
+#: Decided on the real trees of docs/findings.md (era C @ d3d4066f, era B @ e5c90626 and the
+#: #16925 fix), with the upstream code in hand; every row was seen there.
+ALLOWED: tuple[Allowed, ...] = (
+    Allowed(
+        "kv_lens",
+        "host snapshot of cached + new (+ num_extra_kv_tokens) lengths, read only inside "
+        "prepare() (the max_kv_len assert and the block-offset width); kernels read kv_lens_cuda, "
+        "which the draft loop advances; upstream lists it as prepare-owned host staging",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self.kv_lens[:self.num_seqs].copy_(kv_lens "
+        f"+ self.kv_cache_params.num_extra_kv_tokens)`; {_STAGE}",
+        _DRAFT,
+    ),
+    Allowed(
+        "kv_lens_runtime",
+        "host runtime view (host_past_key_value_lengths of the attention op) of the target "
+        "forward's lengths; by upstream's design a spec-dec sub-step advances only the device "
+        "view: its own test asserts kv_lens_runtime keeps the snapshot while "
+        "kv_lens_cuda_runtime moves on (see docs/findings.md, 'reviewed, not filed')",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self._bind_runtime_views(... "
+        "kv_lens=kv_lens[:self.num_seqs] ...)`; tests/unittest KV-cache-compression attention "
+        "test, stored id 60342322228: test_native_spec_update_refreshes_device_domain_once",
+        _DRAFT,
+    ),
+    Allowed(
+        "host_total_kv_lens",
+        "host totals [context, generation] of the target forward, a host runtime view like "
+        "kv_lens_runtime; sub-steps move only the device lengths",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self.host_total_kv_lens[1] = "
+        f"kv_lens[self.num_contexts:self.num_seqs].sum().item()`; {_STAGE}",
+        _DRAFT,
+    ),
+    _staging(
+        "host_gen_cached_token_indptr",
+        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens "
+        "`torch.cumsum(..., out=self.gen_cached_token_indptr[1 : self.num_generations + 1])`",
+    ),
+    _staging(
+        "host_gen_kv_indptr",
+        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens "
+        "`torch.cumsum(..., out=self.gen_kv_indptr[1 : self.num_generations + 1])`",
+    ),
+    _staging(
+        "host_slot_mapping_fp8",
+        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens "
+        "`self.slot_mapping_fp8[: self.num_tokens] = fp8_indices`",
+    ),
+    _staging(
+        "host_slot_mapping_scale",
+        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens "
+        "`self.slot_mapping_scale[: self.num_tokens] = scale_indices`",
+    ),
+    _staging(
+        "host_req_idx_per_token",
+        f"{_C_META}: prepare_for_indices_conversion; on_update_kv_lens "
+        "`self.req_idx_per_token[: self.num_tokens] = build_req_idx_per_token(...)`",
+    ),
+    _staging(
+        "kv_lens_expanded_host",
+        f"{_C_META}: prepare_for_spec_decode; on_update_kv_lens "
+        "`self.kv_lens_expanded_cuda[:num_tokens] = (...)`",
+    ),
+    _staging("host_block_table_expanded", f"{_C_META}: _refresh_expanded_block_table"),
+    Allowed(
+        "block_table_expanded",
+        "read only when the indexer runs the expanded path, i.e. next_n > 1; every draft step "
+        "has next_n == 1 and reads indexer_k_cache_block_offsets instead; the next prepare() "
+        "rebuilds it",
+        f"{_C_INDEXER}: Indexer.sparse_attn_indexer `if not metadata.use_expanded_buffers_for_mtp "
+        "or next_n == 1:` (block_table = metadata.indexer_k_cache_block_offsets[...])",
+        _DRAFT,
+    ),
+    Allowed(
+        "slot_mapping_fp8_fullkv",
+        "bound to slot_mapping_fp8 (or a full-KV gather map) for the context requests' indexer "
+        "prefill; only the prefill gather reads it and a draft step has no context request",
+        f"{_C_INDEXER}: Indexer.recompute_context_kv_gather_mappings; Indexer.sparse_attn_indexer "
+        "`indexer_k_cache_gather_op(..., metadata.slot_mapping_fp8_fullkv, ...)` under "
+        "`if has_prefill`",
+        _DRAFT,
+    ),
+    Allowed(
+        "slot_mapping_scale_fullkv",
+        "the scale twin of slot_mapping_fp8_fullkv: read only by the context prefill gather",
+        f"{_C_INDEXER}: Indexer.sparse_attn_indexer `indexer_k_cache_gather_op(..., "
+        "metadata.slot_mapping_scale_fullkv, ...)` under `if has_prefill`",
+        _DRAFT,
+    ),
+    Allowed(
+        "max_ctx_seq_len",
+        "context-only host counter of the target forward; every reader is on the context path "
+        "and num_contexts is 0 in every draft step (update_for_spec_dec resets the two context "
+        "counters the generation path reads, max_ctx_kv_len and num_ctx_cached_tokens)",
+        f"{_C_META}: prepare_for_mla_rope_append `self.max_ctx_seq_len = "
+        "self.seq_lens[: self.num_contexts].max().item()`; update_for_spec_dec",
+        _DRAFT,
+    ),
+    Allowed(
+        "num_ctx_mla_kv_tokens",
+        "context-only host counter: read only by the NVFP4 context path (`not is_generation`)",
+        f"{_C_META}: prepare_for_mla_rope_append; DSA sparse MLA NVFP4 context gather, stored id "
+        "57842311440: `total_kv_tokens = metadata.num_ctx_mla_kv_tokens`",
+        _DRAFT,
+    ),
+    Allowed(
+        "num_ctx_kv_tokens",
+        "context-only host counter: read only under `has_prefill` by the indexer's single-pass "
+        "prefill",
+        f"{_C_INDEXER}: Indexer.prepare `metadata.num_ctx_kv_tokens = ...`; "
+        "Indexer.sparse_attn_indexer `elif metadata.num_ctx_kv_tokens == 0:`",
+        _DRAFT,
+    ),
+)
 
 
 def explain(

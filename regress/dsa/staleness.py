@@ -202,12 +202,15 @@ class Comparison:
         undetermined: fields present on both objects whose used region a from-scratch prepare
             does not fix (nothing to compare against; listed, never silently dropped).
         uncomparable: attributes that are neither tensors nor scalars (objects, managers).
+        aliases: ``alias -> field`` for tensors that are the same view as another field in both
+            objects (compared once, under the first name).
     """
 
     differences: list[StaleField] = field(default_factory=list)
     compared: list[str] = field(default_factory=list)
     undetermined: list[str] = field(default_factory=list)
     uncomparable: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -230,6 +233,52 @@ def is_scalar(value: Any) -> bool:
 def state_fields(md: Any) -> dict[str, Any]:
     """The instance attributes of ``md`` (methods a spy patched onto the instance left out)."""
     return {k: v for k, v in vars(md).items() if not callable(v) or _is_tensor(v)}
+
+
+_MISSING = object()
+
+
+def _class_default(obj: Any, name: str) -> Any:
+    """What ``obj.name`` reads when the instance never set it: a plain class attribute."""
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            value = klass.__dict__[name]
+            descriptor = hasattr(value, "__get__") and not _is_tensor(value)
+            return _MISSING if descriptor or callable(value) else value
+    return _MISSING
+
+
+def _with_defaults(obj: Any, mine: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    out = dict(mine)
+    for name in names:
+        if name not in out:
+            value = _class_default(obj, name)
+            if value is not _MISSING:
+                out[name] = value
+    return out
+
+
+def _view_key(t: Any) -> tuple | None:
+    if not _is_tensor(t) or not t.numel():
+        return None
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+
+
+def _aliases(mine: dict[str, Any], theirs: dict[str, Any], names: list[str]) -> dict[str, str]:
+    """Fields that are the same tensor view as an earlier field, in both objects alike."""
+    first_mine: dict[tuple, str] = {}
+    out: dict[str, str] = {}
+    for name in names:
+        key = _view_key(mine.get(name))
+        if key is None:
+            continue
+        if key in first_mine:
+            other = first_mine[key]
+            if _view_key(theirs.get(name)) == _view_key(theirs.get(other)) is not None:
+                out[name] = other
+            continue
+        first_mine[key] = name
+    return out
 
 
 def _short(values: list[Any], start: int = 0) -> str:
@@ -324,10 +373,15 @@ def compare(
     determined = determined or {}
     mine, theirs = state_fields(live), state_fields(fresh)
     names = sorted(set(mine) | set(theirs))
+    # A dataclass field one object never assigned reads its class default: compare that.
+    mine, theirs = _with_defaults(live, mine, names), _with_defaults(fresh, theirs, names)
+    out.aliases = _aliases(mine, theirs, names)
     if fields is not None:
         wanted = set(fields)
         names = [n for n in names if n in wanted]
     for name in names:
+        if name in out.aliases:
+            continue
         found = _compare_field(name, mine, theirs, layout, determined, out)
         if found is None:
             continue
