@@ -143,18 +143,18 @@ ALLOWED: tuple[Allowed, ...] = (
     Allowed(
         "slot_mapping_fp8_fullkv",
         "bound to slot_mapping_fp8 (or a full-KV gather map) for the context requests' indexer "
-        "prefill; only the prefill gather reads it and a draft step has no context request",
+        "prefill; only the prefill gather reads it, a draft step has no context request, and a "
+        "later generation-only forward keeps the binding (an alias whose values follow "
+        "slot_mapping_fp8) without reading it",
         f"{_C_INDEXER}: Indexer.recompute_context_kv_gather_mappings; Indexer.sparse_attn_indexer "
         "`indexer_k_cache_gather_op(..., metadata.slot_mapping_fp8_fullkv, ...)` under "
         "`if has_prefill`",
-        _DRAFT,
     ),
     Allowed(
         "slot_mapping_scale_fullkv",
         "the scale twin of slot_mapping_fp8_fullkv: read only by the context prefill gather",
         f"{_C_INDEXER}: Indexer.sparse_attn_indexer `indexer_k_cache_gather_op(..., "
         "metadata.slot_mapping_scale_fullkv, ...)` under `if has_prefill`",
-        _DRAFT,
     ),
     Allowed(
         "max_ctx_seq_len",
