@@ -1,0 +1,86 @@
+"""regress check --scenario stale_state on fake trees: no field named, every planted one found."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _stale_trees import PLANTED_FIELD, PLANTS, build_stale_tree
+from click.testing import CliRunner
+
+from regress.cli import cli
+from regress.upstream.check import run_check, scenario_names
+
+
+def _unexplained(report) -> dict[str, set[str]]:
+    """field -> checkpoints where it was reported (the JSON shape a reader sees)."""
+    out: dict[str, set[str]] = {}
+    for result in report.to_json()["scenarios"]:
+        for v in result["violations"]:
+            out.setdefault(v["details"]["field"], set()).add(v["details"]["checkpoint"])
+    return out
+
+
+def test_the_scenario_is_registered():
+    assert "stale_state" in scenario_names()
+
+
+@pytest.mark.parametrize("era", ["B", "C"])
+def test_a_healthy_tree_passes_and_the_report_shows_it_looked(tmp_path, era):
+    report = run_check(build_stale_tree(tmp_path, era), scenarios=["stale_state"])
+    assert report.exit_code == 0, report.lines()
+    names = [r.name for r in report.results]
+    assert {n.split("/")[1] for n in names} == {
+        "DSAtrtllmAttentionMetadata",
+        "TrtllmAttentionMetadata",
+    }
+    for result in report.results:
+        labels = [s.step for s in result.steps]
+        assert labels[:2] == ["draft_begin", "draft_step_0"] and "restore" in labels
+        assert "f2:prepare" in labels
+        assert all(s.extra["fields_compared"] > 0 for s in result.steps)
+        assert "fields compared per checkpoint: draft_begin " in result.note
+
+
+@pytest.mark.parametrize("era", ["B", "C"])
+def test_pre_fix_tree_is_caught_naming_the_map(tmp_path, era):
+    report = run_check(build_stale_tree(tmp_path, era, fix="pre"), scenarios=["stale_state"])
+    assert report.exit_code == 1
+    found = _unexplained(report)
+    assert "req_idx_per_token" in found
+    assert "draft_step_0" in found["req_idx_per_token"]
+    stale = next(
+        v for r in report.results for v in r.violations if v.details["field"] == "req_idx_per_token"
+    )
+    assert stale.details["live"].startswith("[0, 0, 0, 0]")
+    assert stale.details["fresh"].startswith("[0, 1, 2, 3]")
+    assert "in prepare()" in stale.details["live_site"]  # written once, by the target prepare
+    assert "stale_state/DSAtrtllmAttentionMetadata" in report.lines()[1]
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_each_planted_defect_is_named_by_its_field(tmp_path, plant):
+    report = run_check(build_stale_tree(tmp_path, "C", plant=plant), scenarios=["stale_state"])
+    assert report.exit_code == 1
+    assert set(_unexplained(report)) == {PLANTED_FIELD[plant]}
+
+
+def test_the_forgotten_restore_is_found_at_the_restore(tmp_path):
+    tree = build_stale_tree(tmp_path, "C", plant="restore_forgets_seq_lens_cuda")
+    report = run_check(tree, scenarios=["stale_state"])
+    assert _unexplained(report)["_seq_lens_cuda"] == {"restore", "f2:restore"}
+
+
+def test_cli_runs_the_scenario_in_its_child_and_keeps_the_step_details(tmp_path):
+    tree = build_stale_tree(tmp_path / "tree", "C", plant="gen_indptr_not_refreshed")
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        cli,
+        ["check", "--trtllm-src", str(tree), "--scenario", "stale_state", "--json", str(out)],
+    )
+    assert result.exit_code == 1, result.output
+    doc = json.loads(out.read_text())
+    step = next(s for r in doc["scenarios"] for s in r["steps"] if s["step"] == "draft_step_1")
+    assert step["extra"]["unexplained"] == ["gen_kv_indptr"]
+    assert step["extra"]["fields_compared"] > 10
+    assert "gen_kv_indptr is stale at draft_step_0" in result.output
