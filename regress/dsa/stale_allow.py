@@ -82,6 +82,15 @@ ALLOWED: tuple[Allowed, ...] = (
         _DRAFT,
     ),
     Allowed(
+        "cached_token_lens",
+        "the reference mirrors' copy of the executor's per-forward input "
+        "kv_cache_params.num_cached_tokens_per_seq (upstream holds it in an object the oracle "
+        "does not compare): read only by prepare(); the draft loop advances kv_lens_cuda instead",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `cached_token_lens = torch.tensor("
+        "self.kv_cache_params.num_cached_tokens_per_seq, ...)`",
+        _DRAFT,
+    ),
+    Allowed(
         "kv_lens_runtime",
         "host runtime view (host_past_key_value_lengths of the attention op) of the target "
         "forward's lengths; by upstream's design a spec-dec sub-step advances only the device "
