@@ -81,6 +81,18 @@ ALLOWED: tuple[Allowed, ...] = (
         f"+ self.kv_cache_params.num_extra_kv_tokens)`; {_STAGE}",
         _DRAFT,
     ),
+    *(
+        Allowed(
+            f"_saved_tensors[{name!r}]",
+            "the target layout prepare_for_spec_dec saved for restore_from_spec_dec to put back: "
+            "state the draft loop keeps for its restore, which a fresh object outside a draft "
+            "loop does not hold",
+            "tensorrt_llm/_torch/attention/backends/interface.py @ 1262edbc: "
+            "AttentionMetadata.prepare_for_spec_dec `self._saved_tensors[f] = v`",
+            ("draft_begin", "draft_step"),
+        )
+        for name in ("_seq_lens", "_seq_lens_cuda")
+    ),
     Allowed(
         "cached_token_lens",
         "the reference mirrors' copy of the executor's per-forward input "

@@ -230,9 +230,31 @@ def is_scalar(value: Any) -> bool:
     return False
 
 
+def _flat_dict(value: Any) -> bool:
+    """A small dict of tensors or scalars keyed by names or numbers (per-ratio buffers)."""
+    return (
+        isinstance(value, dict)
+        and 0 < len(value) <= MAX_SCALAR_SEQUENCE
+        and all(isinstance(k, (str, int)) for k in value)
+        and all(_is_tensor(v) or is_scalar(v) for v in value.values())
+    )
+
+
 def state_fields(md: Any) -> dict[str, Any]:
-    """The instance attributes of ``md`` (methods a spy patched onto the instance left out)."""
-    return {k: v for k, v in vars(md).items() if not callable(v) or _is_tensor(v)}
+    """The instance attributes of ``md``, small dicts of buffers flattened to ``name[key]``.
+
+    Methods a spy patched onto the instance are left out. A dict such as upstream's per-ratio
+    buffers (DeepSeek-V4 metadata keeps ``{compress_ratio: tensor}``) is state like any other.
+    """
+    out: dict[str, Any] = {}
+    for name, value in vars(md).items():
+        if callable(value) and not _is_tensor(value):
+            continue
+        if _flat_dict(value):
+            out.update({f"{name}[{key!r}]": v for key, v in value.items()})
+        else:
+            out[name] = value
+    return out
 
 
 _MISSING = object()

@@ -149,7 +149,9 @@ class WriteLog:
         index = self._index.get(id(obj))
         if index is None:
             index = {}
-            for name, value in vars(obj).items():
+            from regress.dsa.staleness import state_fields
+
+            for name, value in state_fields(obj).items():
                 if isinstance(value, torch.Tensor) and value.numel():
                     index.setdefault(value.untyped_storage().data_ptr(), []).append(name)
             self._index[id(obj)] = index

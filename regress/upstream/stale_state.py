@@ -176,7 +176,12 @@ def run_one(up: Upstream, cls: type, batch: Batch, k: int = DRAFT_LEN) -> Scenar
         result.add([_violation(f) for f in r.unexplained], r.checkpoint.label)
     counts = ", ".join(f"{r.checkpoint.label} {len(r.comparison.compared)}" for r in results)
     allowed = sum(len(r.allowed) for r in results)
-    result.note = f"{cls.__name__}: fields compared per checkpoint: {counts}; {allowed} explained"
+    stale = sorted({f.field for r in results for f in r.unexplained})
+    unexplained = f"; unexplained: {', '.join(stale)}" if stale else ""
+    result.note = (
+        f"{cls.__name__}: fields compared per checkpoint: {counts}; {allowed} explained"
+        f"{unexplained}"
+    )
     return result
 
 

@@ -59,7 +59,7 @@ _REFRESH = _INDPTR + _COUNTS + _MIRROR
 #: The end of prepare() and the refresh point of on_update_kv_lens() in the fake DSA module.
 _PREPARE_TAIL = "        self._slot_mappings()\n\n    def on_update_kv_lens(self):\n"
 _UPDATE_TAIL = "        self._slot_mappings()\n        if self.num_generations > 0:\n"
-_RESTORE = "        for f, v in self._saved.items():\n            setattr(self, f, v)\n"
+_RESTORE = "        for f, v in self._saved_tensors.items():\n            setattr(self, f, v)\n"
 #: on_update_kv_lens()'s refresh, which a plant edits (prepare()'s stays whole).
 _UPDATE_REFRESH = (
     "        self._slot_mappings()\n" + _REFRESH + "        if self.num_generations > 0:\n"
@@ -74,7 +74,7 @@ PLANTS: dict[str, tuple[str, str, str]] = {
     "restore_forgets_seq_lens_cuda": (
         "interface",
         _RESTORE,
-        "        for f, v in self._saved.items():\n"
+        "        for f, v in self._saved_tensors.items():\n"
         '            if f != "_seq_lens_cuda":\n'
         "                setattr(self, f, v)\n",
     ),
@@ -103,6 +103,13 @@ def stale_tree_files(era: str = "C", fix: str = "post", plant: str | None = None
         "interface": f"tensorrt_llm/{backends}/interface.py",
         "dsa": f"tensorrt_llm/{dsa}",
     }
+    # upstream's name for the spec-dec save (interface.py AttentionMetadata._saved_tensors)
+    files[keys["interface"]] = files[keys["interface"]].replace(
+        "self._saved", "self._saved_tensors"
+    )
+    files[keys["interface"]] = _edit(
+        files[keys["interface"]], "    _saved: dict =", "    _saved_tensors: dict ="
+    )
     files[keys["trtllm"]] = _edit(
         files[keys["trtllm"]], _TRTLLM_PREPARE, _TRTLLM_PREPARE + _REQUEST_TYPES
     )

@@ -121,9 +121,20 @@ def test_scalars_presence_and_class_defaults():
     assert "max_draft_tokens" in out.compared and "prepare" not in out.compared
 
 
+def test_small_dicts_of_buffers_are_compared_per_key():
+    fresh = _state(lens={4: torch.zeros(SEQS), 128: torch.zeros(SEQS)}, saved={})
+    live = _state(
+        lens={4: torch.zeros(SEQS), 128: torch.ones(SEQS)}, saved={"_seq_lens": torch.ones(2)}
+    )
+    assert [(f.field, f.kind) for f in compare_states(live, fresh, _layout())] == [
+        ("lens[128]", "value"),
+        ("saved['_seq_lens']", "presence"),
+    ]
+
+
 def test_uncomparable_objects_are_listed_not_compared():
-    live = _state(kv_cache_manager=object(), params={"a": 1})
-    fresh = _state(kv_cache_manager=object(), params={"a": 2})
+    live = _state(kv_cache_manager=object(), params={"a": object()})
+    fresh = _state(kv_cache_manager=object(), params={"a": object()})
     out = compare(live, fresh, _layout())
     assert out.differences == [] and sorted(out.uncomparable) == ["kv_cache_manager", "params"]
 
