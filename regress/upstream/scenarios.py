@@ -339,3 +339,7 @@ SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "sentinel_lifecycle": sentinel_lifecycle,
     "stale_state": stale_state,
 }
+#: Run only when named with ``--scenario``: ``stale_state`` still reports a candidate upstream
+#: defect on current trees (``docs/findings.md``), which would turn every check, and so every
+#: source bisect, into a failure.
+OPT_IN: frozenset[str] = frozenset({"stale_state"})

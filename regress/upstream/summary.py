@@ -22,6 +22,8 @@ CALLERS = {
     "shape_announcement": "the executor's `update_spec_dec_param()` before `prepare()`",
     "runner_guard": "`tools/layer_wise_benchmarks/runner.py` `Runner.create_run_pack('GEN')`",
     "sentinel_lifecycle": "two executor forwards and a draft loop, with the runtime sentinel",
+    "stale_state": "two forwards and their draft loops, every checkpoint compared with a "
+    "metadata object prepared from scratch",
 }
 
 

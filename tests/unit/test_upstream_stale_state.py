@@ -84,3 +84,9 @@ def test_cli_runs_the_scenario_in_its_child_and_keeps_the_step_details(tmp_path)
     assert step["extra"]["unexplained"] == ["gen_kv_indptr"]
     assert step["extra"]["fields_compared"] > 10
     assert "gen_kv_indptr is stale at draft_step_0" in result.output
+
+
+def test_it_runs_only_when_named(tmp_path):
+    report = run_check(build_stale_tree(tmp_path, "C", plant="host_mirror_not_updated"))
+    assert not any(r.name.startswith("stale_state") for r in report.results)
+    assert report.exit_code == 0
