@@ -73,7 +73,12 @@ def _prompts(batch: Batch) -> tuple[int, ...]:
     return tuple(s if i < batch.num_contexts else 24 + i for i, s in enumerate(batch.seq_lens))
 
 
-def _target(batch: Batch, k: int, prompts: tuple[int, ...] | None = None) -> StateLayout:
+def _target(
+    batch: Batch,
+    k: int,
+    prompts: tuple[int, ...] | None = None,
+    request_ids: tuple[int, ...] | None = None,
+) -> StateLayout:
     """The layout the executor gives the metadata before the target forward's ``prepare()``."""
     return StateLayout(
         seq_lens=batch.seq_lens,
@@ -82,7 +87,7 @@ def _target(batch: Batch, k: int, prompts: tuple[int, ...] | None = None) -> Sta
         draft_len=k,
         max_num_tokens=MAX_TOKENS,
         max_num_sequences=CAPACITY,
-        request_ids=tuple(range(len(batch.seq_lens))),
+        request_ids=request_ids or tuple(range(len(batch.seq_lens))),
         prompt_lens=prompts or _prompts(batch),
     )
 
@@ -113,8 +118,9 @@ def _recipe(up: Upstream, cls: type, kvm: FakeKVCacheManager, batch: int, k: int
 def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    The next forward's checkpoints are labelled ``f2:<label>``; the allow table matches the
-    label after the colon.
+    The next forward batches the same requests, all generations now, in reverse order (the
+    scheduler keeps no order among generations), so every buffer row changes hands. Its
+    checkpoints are labelled ``f2:<label>``; the allow table matches the label after the colon.
     """
     accepted = _accepted(batch, k)
     yield from model_checkpoints(live, k, accepted)
@@ -122,9 +128,10 @@ def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Check
         c + s if i < batch.num_contexts else c + a
         for i, (c, s, a) in enumerate(zip(batch.cached, batch.seq_lens, accepted, strict=True))
     )
-    nxt = Batch(batch.name, (1 + k,) * len(batch.seq_lens), 0, after)
+    nxt = Batch(batch.name, (1 + k,) * len(batch.seq_lens), 0, after[::-1])
+    ids = tuple(range(len(batch.seq_lens)))[::-1]
     announce(live, Forward(seq_lens=nxt.seq_lens), k)
-    recipe.prepare(live, _target(nxt, k, _prompts(batch)))
+    recipe.prepare(live, _target(nxt, k, _prompts(batch)[::-1], ids))
     yield Checkpoint("f2:prepare")
     for cp in model_checkpoints(live, k, _accepted(nxt, k)):
         against = f"f2:{cp.against}" if cp.against else None
