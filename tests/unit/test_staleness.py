@@ -81,6 +81,14 @@ def test_capacity_difference_is_not_staleness_but_the_overlap_is_compared():
     assert found.first == (2, 1) and found.region == (4, 1 + K)
 
 
+def test_a_narrower_live_buffer_is_compared_on_the_overlap():
+    fresh = _state(kv_lens_cuda_2d=torch.ones(SEQS, 1 + K))
+    live = _state(kv_lens_cuda_2d=torch.ones(SEQS, 2))  # allocated for K = 1, never regrown
+    verify = _layout(seq_lens=(1 + K,) * 4)
+    out = compare(live, fresh, verify)
+    assert out.differences == [] and out.compared == ["kv_lens_cuda_2d"]
+
+
 def test_a_different_number_of_axes_is_reported_as_a_shape_difference():
     live, fresh = _state(t=torch.zeros(SEQS, 2)), _state(t=torch.zeros(SEQS))
     (found,) = compare_states(live, fresh, _layout())
@@ -118,7 +126,8 @@ def test_scalars_presence_and_class_defaults():
         ("kv_lens_row_reorder", "presence"),
         ("max_gen_seq_len", "value"),
     ]
-    assert "max_draft_tokens" in out.compared and "prepare" not in out.compared
+    assert "max_draft_tokens" in out.compared
+    assert "prepare" not in out.compared + out.uncomparable + out.undetermined
 
 
 def test_small_dicts_of_buffers_are_compared_per_key():
@@ -133,10 +142,11 @@ def test_small_dicts_of_buffers_are_compared_per_key():
 
 
 def test_uncomparable_objects_are_listed_not_compared():
-    live = _state(kv_cache_manager=object(), params={"a": object()})
+    live = _state(kv_cache_manager=object(), params={"a": object()}, lazily_built=object())
     fresh = _state(kv_cache_manager=object(), params={"a": object()})
     out = compare(live, fresh, _layout())
-    assert out.differences == [] and sorted(out.uncomparable) == ["kv_cache_manager", "params"]
+    assert out.differences == []
+    assert sorted(out.uncomparable) == ["kv_cache_manager", "lazily_built", "params"]
 
 
 def test_an_alias_is_compared_once_under_the_first_name():

@@ -16,6 +16,7 @@ class _Meta:
         self.buf = torch.zeros(6, dtype=torch.int32)
         self.indptr = torch.zeros(5, dtype=torch.int64)
         self.kv = torch.zeros(4, dtype=torch.int32)
+        self.flags = torch.zeros(3, dtype=torch.int32)
         self.alias = self.buf
 
 
@@ -35,11 +36,13 @@ def test_in_place_writes_and_rebinds_are_attributed_to_their_line():
         md.buf[:2].copy_(torch.tensor([7, 8], dtype=torch.int32))  # @copy
         torch.cumsum(torch.ones(4, dtype=torch.int64), 0, out=md.indptr[1:])  # @cumsum
         md.kv[:2] += 1  # @iadd
+        md.flags[0] = 5  # @setitem
         md.fresh = torch.ones(2)  # @rebind
     assert log.last(md, "buf").startswith(f"{HERE.name}:")
     assert _line(log.last(md, "buf")) == _where("# @copy")
     assert _line(log.last(md, "alias")) == _where("# @copy")  # same storage, same writer
     assert _line(log.last(md, "indptr")) == _where("# @cumsum")
+    assert _line(log.last(md, "flags")) == _where("# @setitem")
     assert _line(log.last(md, "kv")) == _where("# @iadd")
     assert _line(log.last(md, "fresh")) == _where("# @rebind")
     assert "test_in_place_writes_and_rebinds_are_attributed_to_their_line()" in log.last(md, "kv")
