@@ -18,20 +18,11 @@ from regress.dsa.fresh import Recipe
 from regress.dsa.invariants import Violation
 from regress.dsa.lifecycle import Forward, announce, set_layout
 from regress.dsa.sentinel import Sentinel, StaleDebug
+from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, TREE_DRAFT, Batch
 from regress.dsa.stale_check import check_states, draft_loop_checkpoints
 from regress.dsa.staleness import StateLayout
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
-
-#: Batches of the scenario: name, target ``seq_lens``, contexts, cached lengths, and the layout
-#: draft step 0 collapses to (None: MTP-Eagle's all ones; a tree draft re-lays the batch out,
-#: which is what the closed #17240 refresh got wrong).
-BATCHES: tuple[tuple[str, tuple[int, ...], int, tuple[int, ...], tuple[int, ...] | None], ...] = (
-    ("verify_4x4", (4, 4, 4, 4), 0, (40, 27, 60, 90), None),
-    ("mixed_2ctx_2gen", (6, 3, 4, 4), 2, (0, 0, 29, 70), None),
-    ("tree_draft_3_1_4_1", (4, 4, 4, 4), 0, (40, 27, 60, 90), (3, 1, 4, 1)),
-)
-CAPACITY, MAX_TOKENS, DRAFT_LEN = 6, 61, 3
 
 
 def lay(md: Any, layout: StateLayout) -> None:
@@ -63,23 +54,15 @@ def _recipe(defects: Iterable[str] | None, device: str, k: int) -> Recipe:
     return Recipe(make, lay)
 
 
-def _run(name: str, batch, defects, device: str, k: int = DRAFT_LEN) -> list[Violation]:
-    _, seq_lens, num_contexts, cached, draft_seq_lens = batch
+def _run(batch: Batch, defects, device: str, k: int = DRAFT_LEN) -> list[Violation]:
     recipe = _recipe(defects, device, k)
     live = recipe.make()
-    target = StateLayout(
-        seq_lens=seq_lens,
-        num_contexts=num_contexts,
-        kv_lens=tuple(c + s for c, s in zip(cached, seq_lens, strict=True)),
-        draft_len=k,
-        max_num_tokens=MAX_TOKENS,
-        max_num_sequences=CAPACITY,
-        request_ids=tuple(range(len(seq_lens))),
+    lay(live, batch.layout(k))
+    checkpoints = draft_loop_checkpoints(
+        live, k, batch.accepted(k), draft_seq_lens=batch.draft_seq_lens
     )
-    lay(live, target)
-    accepted = [1 if i < num_contexts else 1 + (3 * i + 1) % (k + 1) for i in range(4)]
-    checkpoints = draft_loop_checkpoints(live, k, accepted, draft_seq_lens=draft_seq_lens)
     results = check_states(live, recipe, checkpoints, draft_len=k)
+    name = f"stale_state_{batch.name}"
     return [
         Violation(
             "stale_state",
@@ -95,9 +78,8 @@ def stale_state_scenarios(
     defects: Iterable[str] | None, device: str
 ) -> Iterator[tuple[str, Callable[[], list[Violation]]]]:
     """The contract battery's stale-state scenarios: ``(name, run)`` per batch."""
-    for batch in BATCHES:
-        name = f"stale_state_{batch[0]}"
-        yield name, (lambda b=batch, n=name: _run(n, b, defects, device))
+    for batch in (*BATCHES, TREE_DRAFT):
+        yield f"stale_state_{batch.name}", (lambda b=batch: _run(b, defects, device))
 
 
 def debug_metadata_cls(sentinel_sink: list[Sentinel], cls: type = DSAtrtllmAttentionMetadata):
@@ -121,4 +103,4 @@ def debug_metadata_cls(sentinel_sink: list[Sentinel], cls: type = DSAtrtllmAtten
     return factory
 
 
-__all__ = ["BATCHES", "debug_metadata_cls", "lay", "stale_state_scenarios"]
+__all__ = ["debug_metadata_cls", "lay", "stale_state_scenarios"]

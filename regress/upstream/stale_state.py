@@ -11,21 +11,20 @@ executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths 
 state went stale. Nothing here names a field.
 
 Run on the DSA class and on its dense base ``TrtllmAttentionMetadata`` (spec-dec enabled, as
-the executor announces for MTP), so stale state outside DSA is found the same way. Capacities are
-chosen so the layout's row rules cannot be confused with another size: sequence capacity
-:data:`CAPACITY` for batches of 4, token capacity :data:`MAX_TOKENS`, ``K`` = 3.
+the executor announces for MTP), so stale state outside DSA is found the same way. The batches and
+capacities are :mod:`regress.dsa.stale_batches`'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from regress.dsa.fresh import Recipe
 from regress.dsa.invariants import Violation
 from regress.dsa.lifecycle import Forward, announce
+from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, Batch
 from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
 from regress.dsa.stale_check import draft_loop_checkpoints as model_checkpoints
 from regress.dsa.staleness import StaleField, StateLayout
@@ -34,62 +33,7 @@ from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
 from regress.upstream.results import ScenarioResult, Step
 
-#: Sequence capacity (``max_num_sequences``): larger than every batch, equal to no other size.
-CAPACITY = 6
-#: Token capacity (``max_num_tokens``).
-MAX_TOKENS = 61
-#: Draft length K.
-DRAFT_LEN = 3
 _REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One scenario batch: the target forward's layout and the KV-cache lengths before it."""
-
-    name: str
-    seq_lens: tuple[int, ...]
-    num_contexts: int
-    cached: tuple[int, ...]
-
-
-#: A generation-only verify batch, and a mixed one whose contexts turn into generations in the
-#: draft loop; cached lengths put some requests just under a KV block boundary (32 tokens per
-#: block), so the draft steps cross it.
-BATCHES: tuple[Batch, ...] = (
-    Batch("verify_4x4", (4, 4, 4, 4), 0, (40, 27, 60, 90)),
-    Batch("mixed_2ctx_2gen", (6, 3, 4, 4), 2, (0, 0, 29, 70)),
-)
-
-
-def _accepted(batch: Batch, k: int) -> list[int]:
-    """Accepted tokens per request, the bonus counted (1..K+1); contexts 1."""
-    n = len(batch.seq_lens)
-    return [1 if i < batch.num_contexts else 1 + (3 * i + 1) % (k + 1) for i in range(n)]
-
-
-def _prompts(batch: Batch) -> tuple[int, ...]:
-    """Prompt lengths: a context's is its chunk, a generation's its (made-up) prompt."""
-    return tuple(s if i < batch.num_contexts else 24 + i for i, s in enumerate(batch.seq_lens))
-
-
-def _target(
-    batch: Batch,
-    k: int,
-    prompts: tuple[int, ...] | None = None,
-    request_ids: tuple[int, ...] | None = None,
-) -> StateLayout:
-    """The layout the executor gives the metadata before the target forward's ``prepare()``."""
-    return StateLayout(
-        seq_lens=batch.seq_lens,
-        num_contexts=batch.num_contexts,
-        kv_lens=tuple(c + s for c, s in zip(batch.cached, batch.seq_lens, strict=True)),
-        draft_len=k,
-        max_num_tokens=MAX_TOKENS,
-        max_num_sequences=CAPACITY,
-        request_ids=request_ids or tuple(range(len(batch.seq_lens))),
-        prompt_lens=prompts or _prompts(batch),
-    )
 
 
 def _recipe(up: Upstream, cls: type, kvm: FakeKVCacheManager, batch: int, k: int) -> Recipe:
@@ -122,7 +66,7 @@ def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Check
     scheduler keeps no order among generations), so every buffer row changes hands. Its
     checkpoints are labelled ``f2:<label>``; the allow table matches the label after the colon.
     """
-    accepted = _accepted(batch, k)
+    accepted = batch.accepted(k)
     yield from model_checkpoints(live, k, accepted)
     after = tuple(
         c + s if i < batch.num_contexts else c + a
@@ -131,9 +75,9 @@ def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Check
     nxt = Batch(batch.name, (1 + k,) * len(batch.seq_lens), 0, after[::-1])
     ids = tuple(range(len(batch.seq_lens)))[::-1]
     announce(live, Forward(seq_lens=nxt.seq_lens), k)
-    recipe.prepare(live, _target(nxt, k, _prompts(batch)[::-1], ids))
+    recipe.prepare(live, nxt.layout(k, batch.prompts()[::-1], ids))
     yield Checkpoint("f2:prepare")
-    for cp in model_checkpoints(live, k, _accepted(nxt, k)):
+    for cp in model_checkpoints(live, k, nxt.accepted(k)):
         against = f"f2:{cp.against}" if cp.against else None
         yield Checkpoint(f"f2:{cp.label}", cp.replay, cp.scope, against)
 
@@ -174,7 +118,7 @@ def run_one(up: Upstream, cls: type, batch: Batch, k: int = DRAFT_LEN) -> Scenar
     log = WriteLog([up.plan.checkout, _REPO])
     with log:
         live = log.watch(recipe.make())
-        recipe.prepare(live, _target(batch, k))
+        recipe.prepare(live, batch.layout(k))
         results = check_states(
             live, recipe, _forwards(live, recipe, batch, k), draft_len=k, log=log
         )
@@ -203,4 +147,4 @@ def stale_state(up: Upstream) -> list[ScenarioResult]:
     return [run_one(up, cls, batch) for cls in metadata_classes(up) for batch in BATCHES]
 
 
-__all__ = ["BATCHES", "Batch", "metadata_classes", "run_one", "stale_state"]
+__all__ = ["metadata_classes", "run_one", "stale_state"]
