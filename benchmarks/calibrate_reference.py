@@ -35,6 +35,7 @@ AL_WEIGHT = 0.6
 KNOBS = {
     "carry": "context_carry",
     "lag": "context_lag",
+    "recency": "attn_recency",
     "context_gain": "context_gain",
     "attn_gain": "attn_gain",
     "noise": "draft_noise",

@@ -75,10 +75,15 @@ class ModelConfig:
     context_gain: float = 5.5
     context_lag: float = 3.0
     readout_base: float = 100.0
+    attn_recency: float = 0.0
     draft_noise: float = 0.3
     draft_stack_noise: float = 0.15
     index_share: bool = False
     seed: int = 1234
+
+
+#: Recency bias of the index-share configuration's attention (logit per position of distance).
+INDEX_SHARE_RECENCY = 0.3
 
 
 def index_share_config(cfg: ModelConfig) -> ModelConfig:
@@ -87,10 +92,14 @@ def index_share_config(cfg: ModelConfig) -> ModelConfig:
     Upstream's MT-bench contexts sit far below GLM-5.2's top-k of 2048, so every draft step's
     top-k is "every visible position"; step 0's row at the last accepted token, plus the slots
     the later steps write, is then exactly what those steps would select themselves. The same
-    holds here once ``topk`` is above every context, so the fixed stash costs nothing and only
-    the defect's rejected-branch row changes what is attended.
+    holds here once ``topk`` is above every context, so the fixed stash costs nothing and only the
+    defect's rejected-branch row changes what is attended: the slots past the current one, still
+    holding the rejected branch's K/V. Attention here is recency-weighted (ALiBi-like), as a
+    language model's is, so those nearby stale slots carry weight; with the default model's diffuse
+    attention a few extra positions among hundreds would not show.
     """
-    return replace(cfg, index_share=True, topk=max(cfg.topk, cfg.max_position))
+    recency = cfg.attn_recency or INDEX_SHARE_RECENCY
+    return replace(cfg, index_share=True, topk=max(cfg.topk, cfg.max_position), attn_recency=recency)
 
 
 class Weights:
@@ -257,6 +266,9 @@ def dsa_attention(
     k_sel = cache.k[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
     v_sel = cache.v[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
     logits = torch.einsum("thd,tkhd->thk", q, k_sel) * cfg.head_dim**-0.5
+    if cfg.attn_recency:  # ALiBi-like: nearby positions (either side) weigh more
+        distance = (selection - slot_positions.unsqueeze(1)).abs().to(torch.float64)
+        logits = logits - cfg.attn_recency * distance.unsqueeze(1)
     logits = logits.masked_fill(~valid.unsqueeze(1), -torch.inf)
     attn = torch.einsum("thk,tkhd->thd", torch.softmax(logits, dim=-1), v_sel)
     return attn.reshape(t_count, -1) @ w.wo, selection

@@ -63,8 +63,10 @@ def test_v1_mask_leaves_the_mtp_layer_without_an_indexer_pool():
 @pytest.mark.parametrize("batch", [1, 8])
 def test_v1_path_accepts_no_draft_at_any_batch_size(batch):
     result = run(("no_accept_v1_cache_manager",), batch)
-    assert al(result) == 1.0
-    assert set(accepted(result)) == {0}
+    # Every draft is garbage (NaN logits: the first id); it can match only where the target
+    # itself picks that id, which the built-in prompts make rare.
+    assert al(result) < 1.01, al(result)
+    assert al(run((), batch)) > 3.5
     assert tokens(result) == tokens(run((), 1, 0))  # lossless: drafts are only verified
 
 
@@ -86,19 +88,28 @@ def test_stash_takes_the_last_accepted_row_unless_the_defect_is_on():
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_rejected_branch_stash_decays_faster_with_depth(batch):
-    fixed = conditional(run((), batch, config=SHARE))
-    broken = conditional(run(("index_share_rejected_branch",), batch))
-    assert abs(broken[0] - fixed[0]) <= 0.03  # draft step 0 runs the indexer itself
-    assert broken[-1] < fixed[-1] - 0.05, (fixed, broken)
-    assert al(run(("index_share_rejected_branch",), batch)) < al(run((), batch, config=SHARE))
+    """K = 7, where partial acceptance is the common case (PR #15806's review)."""
+    fixed, broken = run((), batch, 7, SHARE), run(("index_share_rejected_branch",), batch, 7)
+    assert al(broken) < 0.95 * al(fixed), (al(fixed), al(broken))
+    assert abs(conditional(broken, 7)[0] - conditional(fixed, 7)[0]) <= 0.02  # step 0 is exact
+    deep = slice(3, 7)
+    assert sum(conditional(broken, 7)[deep]) < sum(conditional(fixed, 7)[deep]) - 0.1
+
+
+def test_index_share_with_the_right_row_is_exact():
+    """Dense top-k: the fixed stash attends what each step would select, so nothing changes."""
+    plain = replace(SHARE, index_share=False)
+    assert [r.accepted for r in run((), 8, 7, SHARE).requests] == [
+        r.accepted for r in run((), 8, 7, plain).requests
+    ]
 
 
 def test_rejected_branch_stash_is_harmless_at_full_acceptance():
     """A noise-free draft is always accepted: the last padded row is then the right one."""
     exact = replace(SHARE, draft_noise=0.0, draft_stack_noise=0.0)
-    fixed = run((), 8, config=exact)
-    assert al(fixed) == K + 1
-    broken = run(("index_share_rejected_branch",), 8, config=exact)
+    fixed = run((), 8, 7, exact)
+    assert al(fixed) == 8
+    broken = run(("index_share_rejected_branch",), 8, 7, exact)
     assert [r.accepted for r in broken.requests] == [r.accepted for r in fixed.requests]
 
 
@@ -108,10 +119,10 @@ def test_index_share_symptom_comes_from_the_stash_row(monkeypatch):
         draft_cache, "stash_rows", lambda s, n, a, c, defects=(): fixed_rows(s, n, a, c)
     )
     result = ReferenceEngine(defects={"index_share_rejected_branch"}).generate(
-        load_prompts(N_PROMPTS), batch_size=8, max_draft_len=K, max_new_tokens=N_TOKENS
+        load_prompts(N_PROMPTS), batch_size=8, max_draft_len=7, max_new_tokens=N_TOKENS
     )
     assert [r.accepted for r in result.requests] == [
-        r.accepted for r in run((), 8, config=SHARE).requests
+        r.accepted for r in run((), 8, 7, SHARE).requests
     ]
 
 
