@@ -12,7 +12,8 @@ from pathlib import Path
 
 from regress.demo.plants import ACCEPTANCE_PROBE, CONTRACT_PROBE, LAYERWISE_PROBE, SERVING_PROBE
 
-#: Set to 1 by the index-share plant's bisect: the acceptance probe then runs with index share.
+#: Set to 1 by the index-share plant's bisect: the acceptance probe then runs the index-share
+#: configuration at K = 7, where partial acceptance is the common case (PR #15806's review).
 INDEX_SHARE_ENV = "REGRESS_DEMO_INDEX_SHARE"
 
 #: Environment variable naming the file each probe run appends its commit to as it starts; the
@@ -40,12 +41,14 @@ from dsa_metadata import DSAtrtllmAttentionMetadata  # noqa: E402
 from regress.acceptance.stats import summarize  # noqa: E402
 from regress.acceptance.trace import RequestTrace  # noqa: E402
 from regress.reference.engine import ReferenceEngine  # noqa: E402
-from regress.reference.model import ModelConfig  # noqa: E402
+from regress.reference.model import ModelConfig, index_share_config  # noqa: E402
 from regress.reference.prompts import load_prompts  # noqa: E402
 
 prompts = load_prompts(int(os.environ.get("REGRESS_DEMO_PROMPTS", "6")))
 tokens = int(os.environ.get("REGRESS_DEMO_TOKENS", "24"))
-config = ModelConfig(index_share=os.environ.get("{share}") == "1")
+share = os.environ.get("{share}") == "1"
+config = index_share_config(ModelConfig()) if share else ModelConfig()
+k = 7 if share else 4
 
 
 def acceptance_length(batch):
@@ -55,9 +58,9 @@ def acceptance_length(batch):
         draft_cache=draft_cache,
         config=config,
     )
-    result = engine.generate(prompts, batch_size=batch, max_draft_len=4, max_new_tokens=tokens)
+    result = engine.generate(prompts, batch_size=batch, max_draft_len=k, max_new_tokens=tokens)
     traces = [RequestTrace(accepted=r.accepted) for r in result.requests]
-    return summarize(traces, 4, n_boot=0).acceptance_length
+    return summarize(traces, k, n_boot=0).acceptance_length
 
 
 al1, al8 = acceptance_length(1), acceptance_length(8)

@@ -96,6 +96,10 @@ def test_rejected_branch_stash_decays_faster_with_depth(batch):
     assert sum(conditional(broken, 7)[deep]) < sum(conditional(fixed, 7)[deep]) - 0.1
 
 
+def test_rejected_branch_stash_is_lossless():
+    assert tokens(run(("index_share_rejected_branch",), 8, 7)) == tokens(run((), 1, 0, SHARE))
+
+
 def test_index_share_with_the_right_row_is_exact():
     """Dense top-k: the fixed stash attends what each step would select, so nothing changes."""
     plain = replace(SHARE, index_share=False)
