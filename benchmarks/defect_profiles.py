@@ -50,7 +50,9 @@ def row(name, defects, config, k, batch, prompts, tokens) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="+", choices=sorted(ROWS), default=sorted(ROWS, key=list(ROWS).index))
+    ap.add_argument(
+        "--only", nargs="+", choices=sorted(ROWS), default=sorted(ROWS, key=list(ROWS).index)
+    )
     ap.add_argument("--prompts", type=int, default=80)
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args()

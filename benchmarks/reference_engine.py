@@ -14,8 +14,8 @@ import argparse
 import json
 import time
 
-from regress.reference import serving as serving_module
 from regress.reference import graphs as graphs_module
+from regress.reference import serving as serving_module
 from regress.reference.engine import ReferenceEngine
 from regress.reference.prompts import load_prompts
 
@@ -62,7 +62,10 @@ def run_once(device, batch, graph, prompts, tokens, k, defects=(), sentinel=Fals
         timer.seconds, timer.calls = 0.0, 0
         res = engine.generate(prompts, batch_size=batch, max_draft_len=k, max_new_tokens=tokens)
     finally:
-        serving_module.ServingRun.draft_steps, graphs_module.DraftGraphs.run = eager_steps, graph_run
+        serving_module.ServingRun.draft_steps, graphs_module.DraftGraphs.run = (
+            eager_steps,
+            graph_run,
+        )
     n_tok = sum(len(r.tokens) for r in res.requests)
     acc = [a for r in res.requests for a in r.accepted]
     return {

@@ -32,8 +32,10 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=24)
     args = ap.parse_args()
-    print(f"| defect (lands on night {args.land} of {args.nights}) | alarms (metric: first bad night) "
-          "| nights aborted | trend check exit | wall |")
+    print(
+        f"| defect (lands on night {args.land} of {args.nights}) | alarms (metric: first bad night) "
+        "| nights aborted | trend check exit | wall |"
+    )
     print("| --- | --- | --- | --- | --- |")
     for defect in DEFECTS:
         start = time.perf_counter()
@@ -48,8 +50,11 @@ def main() -> None:
         if extra:
             shown += f" (+{extra} per-position series)"
         failed = f"{series.failed[0]}-{series.failed[-1]}" if series.failed else "none"
-        print(f"| `{defect}` | {shown or 'none'} | {failed} | {series.exit_code} "
-              f"| {time.perf_counter() - start:.0f} s |", flush=True)
+        print(
+            f"| `{defect}` | {shown or 'none'} | {failed} | {series.exit_code} "
+            f"| {time.perf_counter() - start:.0f} s |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.bisect.git import git
-from regress.errors import RegressError
-
 from regress.demo.plants import (
     DRAFT_CACHE_FILE,
     METADATA_FILE,
@@ -26,6 +24,7 @@ from regress.demo.plants import (
     SEEDS,
     Plant,
 )
+from regress.errors import RegressError
 
 REFRESH_CALL = PLANTS["stale_req_idx"].needle
 ANNOUNCE_CALL = PLANTS["unannounced_mtp_shapes"].needle

@@ -75,7 +75,9 @@ def night_code(defect: str | None, scratch: Path) -> dict[str, Any]:
     if defect is not None:
         plant = PLANTS[defect]
         if plant.file == RUNNER_FILE:
-            raise UsageError(f"{defect} lives in the layer-wise runner: no acceptance night sees it")
+            raise UsageError(
+                f"{defect} lives in the layer-wise runner: no acceptance night sees it"
+            )
         if sources[plant.file].count(plant.needle) != 1:
             raise UsageError(f"the plant for {defect} no longer matches {plant.file}")
         sources[plant.file] = sources[plant.file].replace(plant.needle, plant.replacement)

@@ -140,8 +140,10 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        return bool(self.bisects) and len(self.bisects) == len(self.planted) and all(
-            b.matched for b in self.bisects
+        return (
+            bool(self.bisects)
+            and len(self.bisects) == len(self.planted)
+            and all(b.matched for b in self.bisects)
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -99,7 +99,9 @@ def index_share_config(cfg: ModelConfig) -> ModelConfig:
     attention a few extra positions among hundreds would not show.
     """
     recency = cfg.attn_recency or INDEX_SHARE_RECENCY
-    return replace(cfg, index_share=True, topk=max(cfg.topk, cfg.max_position), attn_recency=recency)
+    return replace(
+        cfg, index_share=True, topk=max(cfg.topk, cfg.max_position), attn_recency=recency
+    )
 
 
 class Weights:

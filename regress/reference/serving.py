@@ -235,10 +235,8 @@ class ServingRun:
             self.cfg, self.e.draft_w, self.draft_cache, md, nxt, z, pos, self.width
         )
         is_ctx = [r.cached == 0 for r in live]
-        last = torch.tensor(
-            [s + (n - 1 if c else a) for s, n, a, c in zip(starts, lens, accepted, is_ctx)],
-            device=self.dev,
-        )
+        rows = zip(starts, lens, accepted, is_ctx, strict=True)
+        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in rows], device=self.dev)
         hidden = zd[last]
         first = logits_of(self.e.draft_w, hd[last]).argmax(-1)
         rows = self.e.draft_cache.stash_rows(starts, lens, accepted, is_ctx, self.e.defects)
@@ -292,7 +290,14 @@ class ServingRun:
             slot = md.kv_lens_cuda[: md.num_seqs].long() - 1
             selection = self.shared_selection(slot) if self.cfg.index_share else None
             h, hidden, _ = draft_forward(
-                self.cfg, self.e.draft_w, self.draft_cache, md, tokens, hidden, slot, self.width,
+                self.cfg,
+                self.e.draft_w,
+                self.draft_cache,
+                md,
+                tokens,
+                hidden,
+                slot,
+                self.width,
                 selection,
             )
             tokens = logits_of(self.e.draft_w, h).argmax(-1)

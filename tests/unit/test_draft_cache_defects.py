@@ -147,9 +147,7 @@ def test_small_pool_aborts_past_the_warm_up_batch():
 
 
 def test_pool_abort_comes_from_the_pool_size(monkeypatch):
-    monkeypatch.setattr(
-        draft_cache, "indexer_pool_blocks", lambda b, n, defects=(): 1 + b * n
-    )
+    monkeypatch.setattr(draft_cache, "indexer_pool_blocks", lambda b, n, defects=(): 1 + b * n)
     result = ReferenceEngine(defects={"indexer_pool_exhaustion"}).generate(
         load_prompts(8), batch_size=8, max_draft_len=K, max_new_tokens=4
     )

@@ -52,8 +52,13 @@ def tokens(result) -> list[list[int]]:
         ((), 3, 1),
         # every defect at once, but the one that aborts at batch 8 and the one that runs the
         # index-share model (both checked in test_draft_cache_defects.py)
-        (tuple(sorted(set(DEFECTS) - {"indexer_pool_exhaustion", "index_share_rejected_branch"})),
-         8, 4),
+        (
+            tuple(
+                sorted(set(DEFECTS) - {"indexer_pool_exhaustion", "index_share_rejected_branch"})
+            ),
+            8,
+            4,
+        ),
         (("stale_req_idx",), 8, 4),
         (("arange_only_refresh",), 5, 3),
     ],
