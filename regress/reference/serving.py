@@ -235,8 +235,8 @@ class ServingRun:
             self.cfg, self.e.draft_w, self.draft_cache, md, nxt, z, pos, self.width
         )
         is_ctx = [r.cached == 0 for r in live]
-        rows = zip(starts, lens, accepted, is_ctx, strict=True)
-        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in rows], device=self.dev)
+        layout = zip(starts, lens, accepted, is_ctx, strict=True)
+        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in layout], device=self.dev)
         hidden = zd[last]
         first = logits_of(self.e.draft_w, hd[last]).argmax(-1)
         rows = self.e.draft_cache.stash_rows(starts, lens, accepted, is_ctx, self.e.defects)

@@ -31,13 +31,16 @@ SHARE = index_share_config(ModelConfig())
 
 
 def _profile(defects, *, config=None, k=4, baseline=None, prompts=N_PROMPTS):
+    """``profile`` at batch 1 and 8; ``prompts`` built-in prompts, the shortest first for index
+    share (its dense top-k costs in proportion to the context)."""
+
     def factory(**options):
         return ReferenceEngine(**{**options, "config": config})
 
     engine = ReferenceAcceptanceEngine(defects=defects, engine_factory=factory)
     return profile(
         engine,
-        load_prompts(prompts),
+        sorted(load_prompts(), key=len)[:prompts] if config is SHARE else load_prompts(prompts),
         batch_sizes=(1, 8),
         max_draft_len=k,
         max_new_tokens=N_TOKENS,
