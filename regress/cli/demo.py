@@ -96,8 +96,9 @@ def demo(
     layer-wise runner with harmless edits; one commit drops the req_idx_per_token refresh, a later
     one drops the MTP shape announcement. `regress bisect` then finds the first with the metric
     probe (AL at batch 8 / AL at batch 1 on the reference engine) and the second with the assert
-    probe (DeepGEMM's DG_HOST_ASSERT). Exit 0 only when both culprits are the planted commits;
-    130 when interrupted (the throwaway repository is removed all the same).
+    probe (DeepGEMM's DG_HOST_ASSERT). --defect NAME plants that registered defect alone and
+    bisects it with its own probe. Exit 0 only when every culprit is the planted commit; 130 when
+    interrupted (the throwaway repository is removed all the same).
     """
     from regress.demo import run_demo
     from regress.errors import UsageError
