@@ -99,6 +99,19 @@ def test_stale_map_cuts_acceptance_at_batch_8():
     assert cond_stale[-1] < cond_stale[0] - 0.1
 
 
+#: GLM-5.2-NVFP4 with the stale map at batch 8, K = 4 (PR #17240's description).
+UPSTREAM_STALE = [0.880, 0.775, 0.670, 0.596]
+
+
+def test_stale_map_damage_compounds_with_depth_like_upstreams():
+    """The calibrated shape (issue 22), on the test workload: every depth within 0.035 of
+    GLM-5.2's, and a slope, not a step (the old model's 0.864 / 0.717 / 0.708 / 0.709 fails).
+    The full-workload figures are in benchmarks/reference_engine.md."""
+    cond = conditional(run(("stale_req_idx",), 8, K), K)
+    assert all(abs(c - u) <= 0.035 for c, u in zip(cond, UPSTREAM_STALE, strict=True)), cond
+    assert cond[1] - cond[2] > 0.05 and cond[2] - cond[3] > 0.02, cond
+
+
 def test_stale_map_cannot_touch_k_1():
     assert al(run(("stale_req_idx",), 8, 1)) == al(run((), 8, 1))
 
