@@ -8,10 +8,13 @@ allocation left there, in the fresh object as in the live one, and comparing it 
 capacity, not staleness.
 
 :func:`fresh_twins` finds those elements without knowing any buffer: it builds the fresh object
-twice, the second time with every ``zeros``/``empty`` allocation of the construction filled with
-a poison value. An element the from-scratch path fixes is the same in both; one it leaves to the
-allocation differs. Values the construction computes (an ``arange``, a filled constant) are
-written over the poison, so they count as fixed too.
+twice, with every ``zeros``/``empty`` allocation of the construction filled with a poison value,
+a different one in each (:data:`POISONS`). An element the from-scratch path fixes is the same in
+both; one it leaves to the allocation differs. Values the construction computes (an ``arange``, a
+filled constant) are written over the poison, so they count as fixed too. Both twins are
+poisoned, neither is left to the allocator: an ``empty`` buffer's garbage could otherwise equal
+the one poison by chance (a nonzero byte of a ``bool`` buffer reads ``True``), and an element
+nothing writes would count as fixed.
 """
 
 from __future__ import annotations
@@ -42,28 +45,41 @@ class Recipe:
     prepare: Callable[[Any, StateLayout], None]
 
 
-def _poison(t: Any) -> None:
+#: Poison values per dtype kind, one tuple per twin: ``(bool, int8, uint8, 1-byte float,
+#: float or int16, other integers)``. The two differ in every kind.
+POISONS = (
+    (False, -55, 155, -2.0, -2345, -23456),
+    (True, -77, 177, -3.0, -1234, -12345),
+)
+
+
+def _poison(t: Any, variant: int) -> None:
     import torch
 
+    boolean, int8, uint8, float8, wide, integer = POISONS[variant]
     if t.dtype == torch.bool:
-        t.fill_(True)
+        t.fill_(boolean)
     elif t.dtype in (torch.int8,):
-        t.fill_(-77)
+        t.fill_(int8)
     elif t.dtype == torch.uint8:
-        t.fill_(177)
+        t.fill_(uint8)
     elif t.is_floating_point() and t.element_size() == 1:
-        t.fill_(-3.0)
+        t.fill_(float8)
     elif t.is_floating_point() or t.dtype in (torch.int16,):
-        t.fill_(-1234)
+        t.fill_(wide)
     elif t.is_complex():
         return
     else:
-        t.fill_(-12345)
+        t.fill_(integer)
 
 
 @contextmanager
-def poisoned_allocations() -> Iterator[None]:
-    """Fill every tensor allocated inside with a poison value instead of zeros or garbage."""
+def poisoned_allocations(variant: int = 1) -> Iterator[None]:
+    """Fill every tensor allocated inside with a poison value instead of zeros or garbage.
+
+    Args:
+        variant: which row of :data:`POISONS` (the two twins use one each).
+    """
     from torch.overrides import TorchFunctionMode
 
     class _Poison(TorchFunctionMode):
@@ -71,7 +87,7 @@ def poisoned_allocations() -> Iterator[None]:
             result = func(*args, **(kwargs or {}))
             if getattr(func, "__name__", "") in _ALLOCATIONS:
                 with suppress(RuntimeError, TypeError):  # a dtype fill_ refuses: as allocated
-                    _poison(result)
+                    _poison(result, variant)
             return result
 
     with _Poison():
@@ -125,11 +141,13 @@ def fresh_twins(
         ``(fresh, determined)``: ``determined`` maps fields to boolean masks for
         :func:`regress.dsa.staleness.compare`.
     """
-    fresh = watch(recipe.make())
+    with poisoned_allocations(0):
+        fresh = recipe.make()
+    fresh = watch(fresh)
     recipe.prepare(fresh, layout)
     for name in replay:
         getattr(fresh, name)()
-    with poisoned_allocations():
+    with poisoned_allocations(1):
         twin = recipe.make()
     recipe.prepare(twin, layout)
     for name in replay:
@@ -137,4 +155,4 @@ def fresh_twins(
     return fresh, determined_by(fresh, twin)
 
 
-__all__ = ["Recipe", "determined_by", "fresh_twins", "poisoned_allocations"]
+__all__ = ["POISONS", "Recipe", "determined_by", "fresh_twins", "poisoned_allocations"]

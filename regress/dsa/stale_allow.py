@@ -56,6 +56,20 @@ _STAGE = (
     "_PREPARE_HOST_STAGE_FIELDS"
 )
 _DRAFT = ("draft_step",)
+_V4 = "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4/metadata.py @ 5ca7a947"
+_V4_COMPRESSOR = (
+    "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4/compressor.py @ 15f98f48"
+)
+_V4_CLASS = ("DeepseekV4TrtllmAttentionMetadata",)
+#: The compress ratios DeepSeek-V4's metadata accepts (``__post_init__`` ``_supported_ratios``).
+_V4_RATIOS = (1, 4, 128)
+#: Why a per-ratio compressor count may keep the target forward's value in a draft step.
+_COMPRESSOR_ONLY = (
+    "host per-ratio count of the target forward, read by the compressor of the compressed "
+    "layers (ratio > 1) and by prepare(); a draft step runs only the MTP layer, which upstream "
+    "keeps sliding-window-only, so no compressor reads it there (a compressed MTP layer would: "
+    "see docs/findings.md, 'reviewed, not filed')"
+)
 
 
 def _staging(name: str, written: str) -> Allowed:
@@ -69,8 +83,9 @@ def _staging(name: str, written: str) -> Allowed:
     )
 
 
-#: Decided on the real trees of docs/findings.md (era C @ d3d4066f, era B @ e5c90626 and the
-#: #16925 fix), with the upstream code in hand; every row was seen there.
+#: Decided on the real trees of docs/findings.md (era C @ d3d4066f and 186080bb, era B @ e5c90626
+#: and the #16925 fix, DeepSeek-V4 @ 5ca7a947), with the upstream code in hand; every row was seen
+#: there.
 ALLOWED: tuple[Allowed, ...] = (
     Allowed(
         "kv_lens",
@@ -200,6 +215,78 @@ ALLOWED: tuple[Allowed, ...] = (
         f"{_C_INDEXER}: Indexer.prepare `metadata.num_ctx_kv_tokens = ...`; "
         "Indexer.sparse_attn_indexer `elif metadata.num_ctx_kv_tokens == 0:`",
         _DRAFT,
+    ),
+    # DeepSeek-V4 (decided on its metadata @ 5ca7a947 over the era-C DSA files above)
+    Allowed(
+        "cached_token_lens_cuda",
+        "the target forward's cached lengths, copied in prepare() for its own index build and the "
+        "compressor's context (prefill) path, both reading [:num_contexts] or running in "
+        "prepare(); on_update_kv_lens() derives the draft step's positions from kv_lens_cuda "
+        "instead (`cached_tokens = kv_lens - seq_lens`) and a draft step has no context request",
+        f"{_V4}: prepare `self.cached_token_lens_cuda[:num_requests].copy_(...)`, "
+        f"on_update_kv_lens `cached_tokens = kv_lens - seq_lens`; {_V4_COMPRESSOR}: "
+        "`metadata.cached_token_lens_cuda[:num_contexts]` under `if num_contexts > 0`",
+        _DRAFT,
+        _V4_CLASS,
+    ),
+    Allowed(
+        "cached_token_lens_cpu",
+        "host staging of cached_token_lens_cuda: written by prepare() and copied to the device "
+        "buffer; nothing reads it after prepare()",
+        f"{_V4}: prepare `self.cached_token_lens_cpu[:num_requests] = torch.tensor(...)`",
+        _DRAFT,
+        _V4_CLASS,
+    ),
+    Allowed(
+        "cu_seq_lens",
+        "host staging of cu_seq_lens_cuda, which on_update_kv_lens() rebuilds on the device "
+        "(_compute_token_positions); nothing reads the host copy after prepare()",
+        f"{_V4}: prepare `self.cu_seq_lens[1 : num_requests + 1] = self.seq_lens.cumsum(0)`; "
+        "_compute_token_positions `cu_seq_lens_buf[: batch_size + 1] = ...`",
+        _DRAFT,
+        _V4_CLASS,
+    ),
+    *(
+        Allowed(f"{name}[{ratio}]", _COMPRESSOR_ONLY, f"{_V4}: {where}", _DRAFT, _V4_CLASS)
+        for name, where in (
+            (
+                "num_total_compressed_tokens",
+                "prepare `self.num_total_compressed_tokens[compress_ratio] = ...` (not in "
+                f"on_update_kv_lens); {_V4_COMPRESSOR}: `compressed_mask_cuda[...][:total_tokens]`",
+            ),
+            (
+                "max_ctx_compressed_tokens",
+                f"prepare; {_V4_COMPRESSOR}: context compress `max_ctx_comp_kv_lens`",
+            ),
+        )
+        for ratio in _V4_RATIOS
+    ),
+    *(
+        Allowed(
+            name,
+            "prepare()'s host context output sizes, cached for on_update_kv_lens(), which hands "
+            "them to _compute_ctx_compressed_position_ids only when num_contexts > 0; a draft "
+            "step has no context request",
+            f"{_V4}: prepare `self._ctx_output_sizes = ctx_output_sizes`; "
+            "prepare_compressed_kv_metadata `if num_contexts > 0:`",
+            _DRAFT,
+            _V4_CLASS,
+        )
+        for name in ("_ctx_output_sizes", *(f"_ctx_output_sizes[{r}]" for r in _V4_RATIOS))
+    ),
+    *(
+        Allowed(
+            name,
+            "DSA's MLA-RoPE-append counter: DSA's update_for_spec_dec() sets it, but DeepSeek-V4's "
+            "prepare() calls TrtllmAttentionMetadata.prepare() and never DSA's, so a fresh object "
+            "never holds it; nothing on V4's forward path reads it (the first forward of a fresh "
+            "object would raise AttributeError)",
+            f"{_V4}: prepare `TrtllmAttentionMetadata.prepare(self)`; {_C_META}: "
+            f"update_for_spec_dec `self.{name} = ...`",
+            ("prepare", "draft_begin"),
+            _V4_CLASS,
+        )
+        for name in ("max_ctx_kv_len", "num_ctx_cached_tokens", "max_gen_seq_len")
     ),
 )
 

@@ -19,7 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from regress.upstream import Ledger, SandboxGap
-from regress.upstream.fakes import FakeKVCacheManager, RecordingLogger
+from regress.upstream.fakes import (
+    FakeDeepseekV4CacheManager,
+    FakeKVCacheManager,
+    RecordingLogger,
+)
 from regress.upstream.layout import ERAS, TrtllmLayout
 from regress.upstream.stubs import StubModule, is_placeholder
 
@@ -150,8 +154,11 @@ def _cpp_field(*, ctype: Any = None, default: Any = None, **kwargs: Any) -> Any:
 def cache_manager_values(dsa_dir_module: str) -> dict[str, dict[str, tuple[Any, str]]]:
     """``is_dsa_cache_manager`` is an isinstance check on C++-backed classes: accept the fake."""
     check = (
-        lambda m: isinstance(m, FakeKVCacheManager),
-        "isinstance against C++-backed managers: accepts the fake manager",
+        lambda m: (
+            isinstance(m, FakeKVCacheManager) and not isinstance(m, FakeDeepseekV4CacheManager)
+        ),
+        "isinstance against C++-backed managers: accepts the fake DSA manager (the DeepSeek-V4 "
+        "one is a KVCacheManagerV2, not a DSA manager, upstream too)",
     )
     return {f"{dsa_dir_module}.cache_manager": {"is_dsa_cache_manager": check}}
 
@@ -288,11 +295,13 @@ class Upstream:
         num_contexts: int = 0,
         cached: list[int] | None = None,
         cls: type | None = None,
+        sparse_params: Any = None,
     ) -> Any:
         """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None).
 
         ``cls`` builds another metadata class of the tree (the dense ``TrtllmAttentionMetadata``
-        the DSA class extends) with the same settings, without the sparse ones.
+        the DSA class extends) with the same settings, without the sparse ones unless
+        ``sparse_params`` (a subclass's own ``sparse_metadata_params``, DeepSeek-V4's) is given.
         """
         import torch
 
@@ -307,9 +316,11 @@ class Upstream:
         }
         if seq_lens is not None:
             kwargs.update(self.batch_kwargs(len(seq_lens), cached))
-        if cls is None or cls is self.metadata_cls:
+        if sparse_params is not None:
+            kwargs["sparse_metadata_params"] = sparse_params
+        elif cls is None or cls is self.metadata_cls:
             kwargs.update(self.sparse_kwargs())
-            cls = self.metadata_cls
+        cls = cls or self.metadata_cls
         return cls(**kwargs)
 
     def sparse_kwargs(self) -> dict[str, Any]:

@@ -94,6 +94,70 @@ class FakeKVCacheManager:
         return self.tokens_per_block * (self.index_head_dim + scale)
 
 
+class FakeDeepseekV4CacheManager(FakeKVCacheManager):
+    """The DeepSeek-V4 cache manager as its metadata reads it: sliding and compressed tables.
+
+    Upstream's ``DeepseekV4CacheManager`` extends ``KVCacheManagerV2``, not ``DSACacheManager``
+    (``sparse/deepseek_v4/cache_manager.py``, stored ids 56135648092, 70181721244), so
+    ``is_dsa_cache_manager`` is False for it (``regress.upstream.eras.cache_manager_values``).
+    The metadata calls ``compute_sliding_block_tables`` and the three ``copy_batch_*`` methods
+    (``sparse/deepseek_v4/metadata.py`` @ 5ca7a947, ``prepare``, ``prepare_for_block_tables``,
+    ``prepare_for_indexer_k_cache``); each table row is the request's own pool blocks (a distinct
+    offset per layer, role and ratio), as the base fake's, so a stale row names its request.
+
+    Args:
+        compress_ratios: the compress ratio of each local layer (``pp_layers`` index them).
+    """
+
+    #: Marks the attributes ``DSAtrtllmAttentionMetadata.__post_init__`` asserts on a manager
+    #: that is not a DSA one (``compressed_block_sizes``, ``get_cache_indices``).
+    compressed_block_sizes: dict[int, int]
+
+    def __init__(self, max_batch_size: int, compress_ratios: list[int], **kwargs: Any) -> None:
+        super().__init__(max_batch_size, num_local_layers=len(compress_ratios), **kwargs)
+        import torch
+
+        self.compress_ratios = list(compress_ratios)
+        self.pp_layers = list(range(len(compress_ratios)))
+        self.compressed_block_sizes = {r: self.tokens_per_block // r for r in set(compress_ratios)}
+        self._buffers = {layer: torch.zeros(1) for layer in self.pp_layers}
+        self.swa_pool_ptr = 1 << 20
+        self.compress_pool_ptrs = {r: (2 + r) << 20 for r in set(compress_ratios) if r > 1}
+
+    def get_cache_indices(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the metadata path never calls get_cache_indices")
+
+    def get_buffers(self, layer_idx: int, attention_type: Any) -> Any:
+        return self._buffers[layer_idx]
+
+    def compute_sliding_block_tables(self, request_ids, num_contexts) -> None:
+        self._called("compute_sliding_block_tables")
+
+    def copy_batch_sliding_block_tables(self, dst, request_ids, num_contexts, num_seqs) -> None:
+        self._called("copy_batch_sliding_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        for layer in range(dst.shape[0]):
+            for role in range(dst.shape[1]):
+                marker = 10_000 * layer + 1_000 * role
+                dst[layer, role, :num_seqs, : rows.shape[1]].copy_(rows + marker)
+
+    def copy_batch_compress_block_tables(
+        self, dst, request_ids, compress_ratio, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:num_seqs].fill_(-1)
+        dst[:num_seqs, : rows.shape[1]].copy_(rows + 100_000 * compress_ratio)
+
+    def copy_batch_indexer_compress_block_tables(
+        self, host_block_table, request_ids, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_indexer_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        host_block_table[:num_seqs].fill_(-1)
+        host_block_table[:num_seqs, : rows.shape[1]] = rows
+
+
 class RecordingLogger:
     """Stands for ``tensorrt_llm.logger.logger``: keeps messages instead of printing them."""
 

@@ -17,7 +17,9 @@ capacities are :mod:`regress.dsa.stale_batches`'.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +31,49 @@ from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
 from regress.dsa.stale_check import draft_loop_checkpoints as model_checkpoints
 from regress.dsa.staleness import StaleField, StateLayout
 from regress.dsa.write_log import WriteLog
-from regress.upstream.eras import Upstream
-from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.eras import Upstream, build_params
+from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
 from regress.upstream.results import ScenarioResult, Step
 
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _recipe(up: Upstream, cls: type, kvm: FakeKVCacheManager, batch: int, k: int) -> Recipe:
+#: The compress ratios of the DeepSeek-V4 layers run: a CSA layer (compressed by 4, the indexed
+#: one), an HCA layer (by 128) and a sliding-window-only layer last, every ratio upstream supports
+#: (``sparse/deepseek_v4/metadata.py`` @ 5ca7a947, ``__post_init__`` ``_supported_ratios``). The
+#: last is the MTP layer's, which upstream keeps sliding-window-only ("Current DSv4 MTP layers are
+#: SWA-only", ``_init_draft_sparse_buffers``).
+V4_RATIOS = (4, 128, 1)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One metadata class to judge, with the KV-cache manager and sparse settings it is built with.
+
+    Attributes:
+        cls: the tree's class.
+        manager: a new fake KV-cache manager for it.
+        sparse_params: its ``sparse_metadata_params`` where it needs its own (DeepSeek-V4's);
+            None: the era's default (the DSA class) or none (the dense base).
+    """
+
+    cls: type
+    manager: Callable[[], FakeKVCacheManager]
+    sparse_params: Any = None
+
+
+def _recipe(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: int, k: int) -> Recipe:
     """How the executor builds and prepares one metadata object of ``cls`` for these batches."""
     import torch
 
     def make() -> Any:
-        md = up.make_metadata(kvm, max_num_tokens=MAX_TOKENS, seq_lens=None, cls=cls)
+        md = up.make_metadata(
+            kvm,
+            max_num_tokens=MAX_TOKENS,
+            seq_lens=None,
+            cls=subject.cls,
+            sparse_params=subject.sparse_params,
+        )
         announce(md, Forward(seq_lens=(1 + k,) * batch), k)
         return md
 
@@ -110,11 +142,12 @@ def _step(result: CheckpointResult) -> Step:
     )
 
 
-def run_one(up: Upstream, cls: type, batch: Batch, k: int = DRAFT_LEN) -> ScenarioResult:
+def run_one(up: Upstream, subject: Subject, batch: Batch, k: int = DRAFT_LEN) -> ScenarioResult:
     """The oracle on one class and one batch: two forwards, every checkpoint judged."""
+    cls = subject.cls
     result = ScenarioResult(f"stale_state/{cls.__name__}/{batch.name}")
-    kvm = FakeKVCacheManager(CAPACITY)
-    recipe = _recipe(up, cls, kvm, len(batch.seq_lens), k)
+    kvm = subject.manager()
+    recipe = _recipe(up, subject, kvm, len(batch.seq_lens), k)
     log = WriteLog([up.plan.checkout, _REPO])
     with log:
         live = log.watch(recipe.make())
@@ -136,15 +169,46 @@ def run_one(up: Upstream, cls: type, batch: Batch, k: int = DRAFT_LEN) -> Scenar
     return result
 
 
-def metadata_classes(up: Upstream) -> list[type]:
-    """The classes compared: the tree's DSA metadata and its dense base class."""
+def _deepseek_v4(up: Upstream) -> Subject | None:
+    """DeepSeek-V4's metadata where the tree has it, loaded from source with its own params.
+
+    Its ``params.py`` and ``indexer.py`` (whose ``DeepseekV4Indexer.prepare`` is the DSA
+    ``Indexer.prepare`` it inherits) run from source too; a tree lacking either is a gap.
+    """
+    where = up.plan.layout.deepseek_v4_metadata
+    if where is None:
+        return None
+    package = where.module.rsplit(".", 1)[0]
+    up.sandbox.add_real([f"{package}.params", f"{package}.indexer", where.module])
+    params = up.sandbox.load(f"{package}.params")
+    cls = getattr(up.sandbox.load(where.module), where.qualname)
+    base = build_params(params.DeepSeekV4MetadataParams, up.ledger)
+    return Subject(
+        cls,
+        lambda: FakeDeepseekV4CacheManager(CAPACITY, list(V4_RATIOS)),
+        dataclasses.replace(base, compress_ratios=list(V4_RATIOS)),
+    )
+
+
+def subjects(up: Upstream) -> list[Subject]:
+    """What is compared: the tree's DSA metadata, its dense base class, DeepSeek-V4's if present."""
     trtllm = up.sandbox.load(up.plan.layout.trtllm_metadata.module)
-    return [up.metadata_cls, trtllm.TrtllmAttentionMetadata]
+    dense = [
+        Subject(cls, lambda: FakeKVCacheManager(CAPACITY))
+        for cls in (up.metadata_cls, trtllm.TrtllmAttentionMetadata)
+    ]
+    v4 = _deepseek_v4(up)
+    return dense + ([v4] if v4 is not None else [])
+
+
+def metadata_classes(up: Upstream) -> list[type]:
+    """The classes compared (:func:`subjects`)."""
+    return [s.cls for s in subjects(up)]
 
 
 def stale_state(up: Upstream) -> list[ScenarioResult]:
-    """The ``stale_state`` scenario: every class of :func:`metadata_classes` on every batch."""
-    return [run_one(up, cls, batch) for cls in metadata_classes(up) for batch in BATCHES]
+    """The ``stale_state`` scenario: every class of :func:`subjects` on every batch."""
+    return [run_one(up, s, batch) for s in subjects(up) for batch in BATCHES]
 
 
-__all__ = ["metadata_classes", "run_one", "stale_state"]
+__all__ = ["V4_RATIOS", "Subject", "metadata_classes", "run_one", "stale_state", "subjects"]

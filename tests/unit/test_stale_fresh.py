@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from regress.dsa.fresh import Recipe, determined_by, fresh_twins, poisoned_allocations
+from regress.dsa.fresh import POISONS, Recipe, determined_by, fresh_twins, poisoned_allocations
 from regress.dsa.staleness import StateLayout
 
 CAP = 8
@@ -67,4 +67,20 @@ def test_watch_sees_the_fresh_object_before_it_is_prepared():
 
     recipe = Recipe(make=_Meta, prepare=lambda md, layout: md.prepare(layout.num_tokens))
     fresh, _ = fresh_twins(recipe, _layout(2), watch=watch)
-    assert seen[0].tolist() == [0] * CAP and fresh.buf[:2].tolist() == [1, 2]
+    assert seen[0].tolist() == [POISONS[0][-1]] * CAP and fresh.buf[:2].tolist() == [1, 2]
+
+
+def test_both_twins_are_poisoned_each_with_its_own_value():
+    """An ``empty`` buffer's garbage can equal one poison (a nonzero bool byte reads True): the
+    fresh object is poisoned too, with a different value, so an unwritten element never agrees."""
+    assert all(a != b for a, b in zip(*POISONS, strict=True))
+    with poisoned_allocations(0):
+        zero = torch.empty(2, dtype=torch.bool)
+    with poisoned_allocations(1):
+        one = torch.empty(2, dtype=torch.bool)
+    assert zero.tolist() == [False, False] and one.tolist() == [True, True]
+    recipe = Recipe(make=_Meta, prepare=lambda md, layout: md.prepare(layout.num_tokens))
+    fresh, determined = fresh_twins(recipe, _layout(3))
+    assert fresh.flag[3:].tolist() == [False] * (CAP - 3)  # the fresh twin's own poison
+    assert fresh.scratch.tolist() == [float(POISONS[0][4])] * CAP
+    assert determined["flag"].tolist() == [True] * 3 + [False] * (CAP - 3)
