@@ -351,6 +351,10 @@ def _compare_tensor(
     first = tuple(int(i) for i in diff.nonzero()[0].tolist())
     flat_first = int(diff.flatten().nonzero()[0])
     av, bv = a.flatten().tolist(), b.flatten().tolist()
+    if keep is not None:  # an element a from-scratch prepare leaves open is shown as "?"
+        shown = keep.flatten().tolist()
+        av = [v if k else "?" for v, k in zip(av, shown, strict=True)]
+        bv = [v if k else "?" for v, k in zip(bv, shown, strict=True)]
     start = max(0, flat_first - 1)
     return (
         StaleField(

@@ -81,11 +81,91 @@ PLANTS: dict[str, tuple[str, str, str]] = {
     # on_update_kv_lens() updates a device buffer but not its host mirror
     "host_mirror_not_updated": ("dsa", _UPDATE_REFRESH, _UPDATE_REFRESH.replace(_MIRROR, "")),
 }
+#: DeepSeek-V4's metadata, our own code in the shape of upstream's (``sparse/deepseek_v4/
+#: metadata.py`` @ 5ca7a947): a DSA subclass whose per-ratio buffers live in dicts keyed by the
+#: compress ratio, whose prepare() copies its cache manager's sliding block tables, and whose
+#: on_update_kv_lens() rebuilds the per-ratio lengths from kv_lens_cuda.
+V4_METADATA = '''"""Fake DeepSeek-V4 metadata."""
+import torch
+
+from ..dsa.metadata import DSAtrtllmAttentionMetadata
+from .indexer import DeepseekV4Indexer
+from .params import DeepSeekV4MetadataParams
+
+
+class DeepseekV4TrtllmAttentionMetadata(DSAtrtllmAttentionMetadata):
+    def __post_init__(self):
+        super().__post_init__()
+        assert isinstance(self.sparse_metadata_params, DeepSeekV4MetadataParams)
+        self.compress_ratio_set = set(self.sparse_metadata_params.compress_ratios)
+        n, mgr = self.max_num_sequences, self.kv_cache_manager
+        self.compressed_kv_lens_cuda = {
+            r: self.get_empty(None, (n,), torch.int32, f"compressed_kv_lens_cuda_{r}")
+            for r in self.compress_ratio_set
+        }
+        self.sliding_block_tables = self.get_empty(
+            None, (mgr.num_local_layers, 5, n, mgr.max_blocks_per_seq), torch.int32, "sbt"
+        )
+
+    def prepare(self):
+        self.kv_cache_manager.compute_sliding_block_tables(self.request_ids, self.num_contexts)
+        super().prepare()
+        self.kv_cache_manager.copy_batch_sliding_block_tables(
+            self.sliding_block_tables, self.request_ids, self.num_contexts, self.num_seqs
+        )
+        DeepseekV4Indexer.prepare(metadata=self)
+        self._per_ratio(self.kv_lens_cuda[: self.num_seqs], skip=())
+
+    def on_update_kv_lens(self):
+        super().on_update_kv_lens()
+        self._per_ratio(self.kv_lens_cuda[: self.num_seqs], skip=())
+
+    def _per_ratio(self, kv_lens, skip):
+        for ratio, buf in self.compressed_kv_lens_cuda.items():
+            if ratio not in skip:
+                buf[: self.num_seqs] = kv_lens // ratio
+'''
+V4_PARAMS = '''"""Fake DeepSeek-V4 metadata parameters."""
+from dataclasses import dataclass, field
+from typing import List
+
+from ..dsa.params import DSAMetadataParams
+
+
+@dataclass
+class DeepSeekV4MetadataParams(DSAMetadataParams):
+    compress_ratios: List[int] = field(default_factory=list)
+    window_size: int = 128
+'''
+V4_INDEXER = '''"""Fake DeepSeek-V4 indexer: prepare() as the DSA Indexer's (nothing in the fake)."""
+
+
+class DeepseekV4Indexer:
+    @staticmethod
+    def prepare(metadata):
+        return None
+'''
+#: on_update_kv_lens() stops refreshing one ratio's buffer of DeepSeek-V4's dicts
+V4_PLANT = (
+    "        super().on_update_kv_lens()\n"
+    "        self._per_ratio(self.kv_lens_cuda[: self.num_seqs], skip=())\n",
+    "        super().on_update_kv_lens()\n"
+    "        self._per_ratio(self.kv_lens_cuda[: self.num_seqs], skip=(4,))\n",
+)
+#: The fake DSA check mirrors upstream's: a manager that is not a DSA one must have
+#: DeepSeek-V4's interface (``DSAtrtllmAttentionMetadata.__post_init__`` @ 186080bb).
+_DSA_CHECK = "        assert is_dsa_cache_manager(self.kv_cache_manager)\n"
+_V4_CHECK = (
+    "        if not is_dsa_cache_manager(self.kv_cache_manager):\n"
+    '            assert hasattr(self.kv_cache_manager, "compressed_block_sizes")\n'
+)
+
 #: The field each plant must be named by.
 PLANTED_FIELD = {
     "gen_indptr_not_refreshed": "gen_kv_indptr",
     "restore_forgets_seq_lens_cuda": "_seq_lens_cuda",
     "host_mirror_not_updated": "host_gen_block_counts",
+    "v4_ratio_not_refreshed": "compressed_kv_lens_cuda[4]",
 }
 
 
@@ -94,8 +174,24 @@ def _edit(text: str, old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
-def stale_tree_files(era: str = "C", fix: str = "post", plant: str | None = None) -> dict[str, str]:
-    """The files of one healthy (or planted) fake tree, relative to the checkout root."""
+def _add_v4(files: dict[str, str], dsa_key: str, plant: str | None) -> None:
+    """DeepSeek-V4's package next to the DSA one (era C only, as upstream's)."""
+    v4 = "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4"
+    metadata = V4_METADATA if plant != "v4_ratio_not_refreshed" else _edit(V4_METADATA, *V4_PLANT)
+    files[f"{v4}/__init__.py"] = ""
+    files[f"{v4}/metadata.py"] = metadata
+    files[f"{v4}/params.py"] = V4_PARAMS
+    files[f"{v4}/indexer.py"] = V4_INDEXER
+    files[dsa_key] = _edit(files[dsa_key], _DSA_CHECK, _V4_CHECK)
+
+
+def stale_tree_files(
+    era: str = "C", fix: str = "post", plant: str | None = None, v4: bool = False
+) -> dict[str, str]:
+    """The files of one healthy (or planted) fake tree, relative to the checkout root.
+
+    ``v4`` adds DeepSeek-V4's metadata (era C); the plant ``v4_ratio_not_refreshed`` implies it.
+    """
     files = tree_files(era, fix)
     backends, dsa = LAYOUT[era]
     keys = {
@@ -120,14 +216,16 @@ def stale_tree_files(era: str = "C", fix: str = "post", plant: str | None = None
     meta = _edit(meta, _PREPARE_TAIL, _PREPARE_TAIL.replace("()\n\n", "()\n" + _REFRESH + "\n", 1))
     meta = _edit(meta, _UPDATE_TAIL, _UPDATE_TAIL.replace("()\n", "()\n" + _REFRESH, 1))
     files[keys["dsa"]] = meta
-    if plant is not None:
+    if plant in PLANTS:
         key, old, new = PLANTS[plant]
         files[keys[key]] = _edit(files[keys[key]], old, new)
+    if v4 or plant == "v4_ratio_not_refreshed":
+        _add_v4(files, keys["dsa"], plant)
     return files
 
 
 def build_stale_tree(
-    root: Path, era: str = "C", fix: str = "post", plant: str | None = None
+    root: Path, era: str = "C", fix: str = "post", plant: str | None = None, v4: bool = False
 ) -> Path:
     """Write one tree of :func:`stale_tree_files` under ``root``; return ``root``."""
-    return write_files(root, stale_tree_files(era, fix, plant))
+    return write_files(root, stale_tree_files(era, fix, plant, v4))

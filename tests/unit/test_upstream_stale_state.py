@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _stale_trees import PLANTED_FIELD, PLANTS, build_stale_tree
+from _stale_trees import PLANTED_FIELD, build_stale_tree
 from click.testing import CliRunner
 
 from regress.cli import cli
@@ -58,7 +58,7 @@ def test_pre_fix_tree_is_caught_naming_the_map(tmp_path, era):
     assert "stale_state/DSAtrtllmAttentionMetadata" in report.lines()[1]
 
 
-@pytest.mark.parametrize("plant", sorted(PLANTS))
+@pytest.mark.parametrize("plant", sorted(PLANTED_FIELD))
 def test_each_planted_defect_is_named_by_its_field(tmp_path, plant):
     report = run_check(build_stale_tree(tmp_path, "C", plant=plant), scenarios=["stale_state"])
     assert report.exit_code == 1
@@ -90,3 +90,24 @@ def test_it_runs_only_when_named(tmp_path):
     report = run_check(build_stale_tree(tmp_path, "C", plant="host_mirror_not_updated"))
     assert not any(r.name.startswith("stale_state") for r in report.results)
     assert report.exit_code == 0
+
+
+def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(tmp_path):
+    report = run_check(build_stale_tree(tmp_path, "C", v4=True), scenarios=["stale_state"])
+    assert report.exit_code == 0, report.lines()
+    by_class = {}
+    for r in report.results:
+        by_class.setdefault(r.name.split("/")[1], []).append(r)
+    assert len(by_class["DeepseekV4TrtllmAttentionMetadata"]) == 2  # both batches
+    # every DSA field, plus one per compress ratio and the sliding tables
+    for dsa, v4 in zip(
+        by_class["DSAtrtllmAttentionMetadata"], by_class["DeepseekV4TrtllmAttentionMetadata"]
+    ):
+        for a, b in zip(dsa.steps, v4.steps, strict=True):
+            if not a.step.endswith("restore"):  # a restore compares what it saved
+                assert b.extra["fields_compared"] >= a.extra["fields_compared"] + 3, a.step
+
+
+def test_a_tree_without_deepseek_v4_compares_two_classes(tmp_path):
+    report = run_check(build_stale_tree(tmp_path, "C"), scenarios=["stale_state"])
+    assert not any("DeepseekV4" in r.name for r in report.results)
