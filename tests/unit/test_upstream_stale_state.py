@@ -92,17 +92,19 @@ def test_it_runs_only_when_named(tmp_path):
     assert report.exit_code == 0
 
 
+V4_CLASS = "DeepseekV4TrtllmAttentionMetadata"
+
+
 def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(tmp_path):
     report = run_check(build_stale_tree(tmp_path, "C", v4=True), scenarios=["stale_state"])
     assert report.exit_code == 0, report.lines()
     by_class = {}
     for r in report.results:
         by_class.setdefault(r.name.split("/")[1], []).append(r)
-    assert len(by_class["DeepseekV4TrtllmAttentionMetadata"]) == 2  # both batches
+    assert len(by_class[V4_CLASS]) == 2  # both batches
     # every DSA field, plus one per compress ratio and the sliding tables
-    for dsa, v4 in zip(
-        by_class["DSAtrtllmAttentionMetadata"], by_class["DeepseekV4TrtllmAttentionMetadata"]
-    ):
+    dsa_runs, v4_runs = by_class["DSAtrtllmAttentionMetadata"], by_class[V4_CLASS]
+    for dsa, v4 in zip(dsa_runs, v4_runs, strict=True):
         for a, b in zip(dsa.steps, v4.steps, strict=True):
             if not a.step.endswith("restore"):  # a restore compares what it saved
                 assert b.extra["fields_compared"] >= a.extra["fields_compared"] + 3, a.step
@@ -111,3 +113,13 @@ def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(tmp_path):
 def test_a_tree_without_deepseek_v4_compares_two_classes(tmp_path):
     report = run_check(build_stale_tree(tmp_path, "C"), scenarios=["stale_state"])
     assert not any("DeepseekV4" in r.name for r in report.results)
+
+
+def test_the_deepseek_v4_fake_manager_is_not_a_dsa_manager():
+    """Upstream's DeepseekV4CacheManager is a KVCacheManagerV2: is_dsa_cache_manager is False."""
+    from regress.upstream.eras import cache_manager_values
+    from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+
+    ((check, _why),) = cache_manager_values("x.dsa")["x.dsa.cache_manager"].values()
+    assert check(FakeKVCacheManager(2))
+    assert not check(FakeDeepseekV4CacheManager(2, [4, 128, 1]))
