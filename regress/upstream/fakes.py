@@ -37,20 +37,24 @@ class FakeKVCacheManager:
         tokens_per_block: int = 32,
         max_blocks_per_seq: int = 16,
         num_local_layers: int = 2,
+        block_base: int = 0,
     ) -> None:
         import torch
 
+        self.block_base = block_base  # a second manager (a separate draft KV cache) owns others
         self.max_batch_size = max_batch_size
         self.tokens_per_block = tokens_per_block
         self.max_blocks_per_seq = max_blocks_per_seq
         self.max_seq_len = tokens_per_block * max_blocks_per_seq
         self.num_local_layers = num_local_layers
-        self.blocks_in_primary_pool = OWN_STRIDE * max_batch_size
+        self.blocks_in_primary_pool = block_base + OWN_STRIDE * max_batch_size
         self.kv_cache_pool_pointers = torch.zeros(1, 2, dtype=torch.int64)
         self.kv_cache_pool_mapping = torch.zeros(num_local_layers, 2, dtype=torch.int32)
         self.layer_offsets = {i: i for i in range(num_local_layers)}
         blocks = torch.arange(max_blocks_per_seq, dtype=torch.int32)
-        self._pool = torch.stack([OWN_STRIDE * r + blocks for r in range(max_batch_size)])
+        self._pool = torch.stack(
+            [block_base + OWN_STRIDE * r + blocks for r in range(max_batch_size)]
+        )
         self.host_kv_cache_block_offsets = torch.zeros(
             1, max_batch_size, 2, max_blocks_per_seq, dtype=torch.int32
         )
@@ -82,7 +86,7 @@ class FakeKVCacheManager:
 
     def owner_of_block(self, block: int) -> int:
         """The request id whose pages hold ``block`` (-1 when no request owns it)."""
-        req, off = divmod(int(block), OWN_STRIDE)
+        req, off = divmod(int(block) - self.block_base, OWN_STRIDE)
         return req if 0 <= req < self.max_batch_size and off < self.max_blocks_per_seq else -1
 
     def indexer_block_stride(self) -> int:
