@@ -18,7 +18,7 @@ from regress.dsa.announce import mtp_shape_params
 from regress.dsa.invariants import Violation, check_slot_ownership
 from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
 from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.maps import check_maps
+from regress.upstream.maps import TOKEN_MAPS, check_maps
 
 NO_REBUILD = "no_rebuild_point"
 
@@ -89,11 +89,12 @@ def observe(md: Any, where: str, result: ScenarioResult, *, pages: Any = None) -
     n = int(md.num_tokens)
     slots = getattr(md, "slot_mapping_fp8", None)
     stride = pages.indexer_block_stride() if pages is not None else None
+    token_map = next((getattr(md, m) for m in TOKEN_MAPS if getattr(md, m, None) is not None), None)
     result.steps.append(
         Step(
             where,
             [int(x) for x in md.seq_lens.tolist()],
-            [int(x) for x in md.req_idx_per_token[:n].tolist()],
+            [int(x) for x in token_map[:n].tolist()] if token_map is not None else [],
             [int(s) // stride for s in slots[:n].tolist()] if slots is not None and stride else [],
         )
     )
