@@ -252,7 +252,7 @@ def _upstream_source(up: Any, worker: workers.WorkerClass, md: Any, settings: Dr
 
 def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun) -> None:
     """The helper thread: build the worker, run one forward, hand over at every checkpoint."""
-    from regress.upstream.cuda import device_mode
+    from regress.upstream.cuda import device_mode, regress_side
     from regress.upstream.drafts import FakeResourceManager
 
     try:
@@ -261,14 +261,15 @@ def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun) -> Non
             r = k if settings.runtime_draft_len is None else settings.runtime_draft_len
             manager = settings.draft_kv_cache_manager
             instance = workers.build(worker, k, separate_draft_kv=manager is not None)
-            plan = workers.forward_inputs(
-                worker,
-                md,
-                k=k,
-                runtime_draft_len=r,
-                num_accepted=settings.num_accepted,
-                resource_manager=FakeResourceManager(manager) if manager is not None else None,
-            )
+            with regress_side():
+                plan = workers.forward_inputs(
+                    worker,
+                    md,
+                    k=k,
+                    runtime_draft_len=r,
+                    num_accepted=settings.num_accepted,
+                    resource_manager=FakeResourceManager(manager) if manager is not None else None,
+                )
             plan.draft_model.on_forward = spy.draft_forward
             num_contexts = int(md.num_contexts)
             run.result = instance(**plan.kwargs)

@@ -49,9 +49,6 @@ def _mode_class():
             if name == "cuda":
                 self.ledger.note("cuda", "Tensor.cuda", "returns a CPU copy (twins never alias)")
                 return args[0].clone()
-            if name == "record_stream":
-                self.ledger.note("cuda", "Tensor.record_stream", "no-op: one CPU stream")
-                return None
             if name == "pin_memory" and args:
                 self.ledger.note("cuda", "Tensor.pin_memory", "returns a CPU copy (unpinned)")
                 return args[0].clone()
@@ -76,6 +73,17 @@ def _mode_class():
             return func(*args, **kwargs)
 
     return CudaOnCpu
+
+
+def regress_side() -> Any:
+    """Leave the placement rewrite for regress's own tensor work (checks, fakes, inputs).
+
+    Only upstream's code needs ``device="cuda"`` rewritten; regress's code allocates on the CPU
+    already, and every torch call it makes would otherwise pay the Python-level dispatch.
+    """
+    import torch
+
+    return torch._C.DisableTorchFunction()
 
 
 def device_mode(ledger: Ledger) -> Any:
@@ -173,15 +181,20 @@ def cuda_on_cpu(ledger: Ledger) -> Iterator[None]:
     patches = _patches(ledger)
     saved = {name: getattr(torch.cuda, name) for name in patches}
     saved_ledgers = (FakeEvent._ledger, FakeStream._ledger)
+    saved_record = torch.Tensor.record_stream
     FakeEvent._ledger = FakeStream._ledger = ledger
     for name, fn in patches.items():
         setattr(torch.cuda, name, fn)
+    torch.Tensor.record_stream = lambda self, stream: _noted(  # type: ignore[method-assign]
+        ledger, "Tensor.record_stream", None
+    )
     try:
         with _mode_class()(ledger):
             yield
     finally:
         for name, fn in saved.items():
             setattr(torch.cuda, name, fn)
+        torch.Tensor.record_stream = saved_record  # type: ignore[method-assign]
         FakeEvent._ledger, FakeStream._ledger = saved_ledgers
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from regress.dsa.announce import mtp_shape_params
 from regress.dsa.invariants import Violation, check_slot_ownership
 from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
+from regress.upstream.cuda import regress_side
 from regress.upstream.fakes import FakeKVCacheManager
 from regress.upstream.maps import TOKEN_MAPS, check_maps
 
@@ -86,6 +87,11 @@ def target_forward(
 
 def observe(md: Any, where: str, result: ScenarioResult, *, pages: Any = None) -> list[Violation]:
     """Record the step and check every map (and, given the owning manager, the pages written)."""
+    with regress_side():
+        return _observe(md, where, result, pages)
+
+
+def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Violation]:
     n = int(md.num_tokens)
     slots = getattr(md, "slot_mapping_fp8", None)
     stride = pages.indexer_block_stride() if pages is not None else None
