@@ -4,9 +4,12 @@
     python benchmarks/upstream_check.py --trtllm-src PATH    # also a real TensorRT-LLM tree
 
 Each ``regress check`` runs as a fresh process (what a bisect probe pays: interpreter, torch
-import, sandbox, every scenario). The bisect runs ``regress bisect run --find-fix --recipe
-trtllm-source`` over a generated 33-commit history of fake era-B trees whose fix is commit 21, and
-reports wall time divided by probe runs. Results: ``benchmarks/upstream.md``.
+import, sandbox, every scenario). Fake caller trees (era C with the shape of upstream's one-model
+worker, ``tests/unit/_upstream_trees.caller_files``) make the draft-loop scenarios run the tree's
+worker instead of regress's model. The bisect runs ``regress bisect run --find-fix --recipe
+trtllm-source`` over a generated 33-commit history of fake caller trees whose fix is commit 21
+(``--bisect-trees plain``: the era-B trees without a worker), and reports wall time divided by
+probe runs. Results: ``benchmarks/upstream.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
-from _upstream_trees import build_tree, tree_files
+from _upstream_trees import build_caller_tree, build_tree, caller_files, tree_files
 
 from regress.bisect.synthetic import write_history
 
@@ -39,10 +42,11 @@ def time_check(src: Path, repeats: int) -> tuple[list[float], int]:
     return times, code
 
 
-def time_bisect(root: Path, n: int = 33, fix: int = 21) -> dict:
+def time_bisect(root: Path, n: int = 33, fix: int = 21, trees: str = "caller") -> dict:
     commits = []
     for i in range(n):
-        files = tree_files("B", "post" if i >= fix else "pre")
+        state = "post" if i >= fix else "pre"
+        files = caller_files("C", state) if trees == "caller" else tree_files("B", state)
         files["notes.txt"] = f"{i}\n"
         commits.append(files)
     shas = write_history(root / "repo", commits)
@@ -68,6 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trtllm-src", action="append", default=[])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bisect-trees", choices=["caller", "plain"], default="caller")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,10 +81,14 @@ def main() -> int:
                 src = build_tree(Path(tmp) / f"{era}-{fix}", era, fix, guard=True)
                 times, code = time_check(src, args.repeats)
                 rows.append((f"fake era {era} {fix}-fix", code, times))
+        for fix in ("pre", "post"):
+            src = build_caller_tree(Path(tmp) / f"caller-{fix}", "C", fix)
+            times, code = time_check(src, args.repeats)
+            rows.append((f"fake caller tree (era C) {fix}-fix", code, times))
         for src in args.trtllm_src:
             times, code = time_check(Path(src), args.repeats)
             rows.append((f"real {Path(src).name}", code, times))
-        bisect = time_bisect(Path(tmp))
+        bisect = time_bisect(Path(tmp), trees=args.bisect_trees)
     print("| tree | exit | median s | min s | max s |")
     print("|---|---|---|---|---|")
     for name, code, times in rows:
@@ -87,7 +96,8 @@ def main() -> int:
         print(f"| {name} | {code} | {med:.2f} | {min(times):.2f} | {max(times):.2f} |")
     print()
     print(
-        f"bisect --find-fix over {bisect['commits']} commits: found={bisect['found']}, "
+        f"bisect --find-fix over {bisect['commits']} {args.bisect_trees} trees: "
+        f"found={bisect['found']}, "
         f"{bisect['probes']} probes, {bisect['wall_s']:.1f} s wall, "
         f"{bisect['s_per_probe']:.2f} s per probe"
     )
