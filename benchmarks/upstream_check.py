@@ -58,6 +58,8 @@ def time_bisect(root: Path, n: int = 33, fix: int = 21, trees: str = "caller") -
         capture_output=True, text=True,
     )  # fmt: skip
     wall = time.perf_counter() - start
+    if not done.stdout.strip():
+        raise SystemExit(f"bisect failed (exit {done.returncode}): {done.stderr[-2000:]}")
     result = json.loads(done.stdout)
     return {
         "commits": n,

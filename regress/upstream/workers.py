@@ -121,7 +121,7 @@ def _workers_in(module: Any, checkout: Path) -> list[WorkerClass]:
             continue
         fn = getattr(cls, method)
         file = Path(inspect.getsourcefile(fn) or module.__file__).resolve()
-        out.append(WorkerClass(cls, method, str(file.relative_to(checkout))))
+        out.append(WorkerClass(cls, method, str(file.relative_to(Path(checkout).resolve()))))
     return out
 
 

@@ -203,3 +203,13 @@ def test_a_separate_draft_kv_cache_is_switched_by_the_worker_and_judged(tmp_path
     assert "called prepare_for_draft_forward()" in result.note
     if status == "pass":
         assert "draft_forward_1: draft pages" in result.note
+
+
+def test_a_tree_given_as_a_relative_path_names_its_worker_too(tmp_path, monkeypatch):
+    build_caller_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)  # a bisect probe checks "." in its worktree
+    report = run_check(".", scenarios=["draft_callers"])
+    assert report.exit_code == 0, report.lines()
+    assert _by_name(report)["draft_callers/MTPEagleWorker"].note.startswith(
+        "caller: upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker."
+    )
