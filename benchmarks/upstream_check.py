@@ -90,13 +90,13 @@ def main() -> int:
         for src in args.trtllm_src:
             times, code = time_check(Path(src), args.repeats)
             rows.append((f"real {Path(src).name}", code, times))
+        print("| tree | exit | median s | min s | max s |")
+        print("|---|---|---|---|---|")
+        for name, code, times in rows:
+            med = statistics.median(times)
+            print(f"| {name} | {code} | {med:.2f} | {min(times):.2f} | {max(times):.2f} |")
+        print(flush=True)
         bisect = time_bisect(Path(tmp), trees=args.bisect_trees)
-    print("| tree | exit | median s | min s | max s |")
-    print("|---|---|---|---|---|")
-    for name, code, times in rows:
-        med = statistics.median(times)
-        print(f"| {name} | {code} | {med:.2f} | {min(times):.2f} | {max(times):.2f} |")
-    print()
     print(
         f"bisect --find-fix over {bisect['commits']} {args.bisect_trees} trees: "
         f"found={bisect['found']}, "
