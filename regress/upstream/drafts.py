@@ -124,18 +124,9 @@ class FakeDraftLayer:
         self.model = model
         self.index = index
 
-    def __call__(
-        self,
-        input_ids: Any = None,
-        position_ids: Any = None,
-        hidden_states: Any = None,
-        attn_metadata: Any = None,
-        spec_metadata: Any = None,
-        embed_tokens: Any = None,
-        all_rank_num_tokens: Any = None,
-        **extra: Any,
-    ) -> Any:
-        return self.model.forward_hidden(input_ids, position_ids, hidden_states, attn_metadata)
+    def __call__(self, **inputs: Any) -> Any:
+        """Called with keywords only, as every worker does (``layer(embed_tokens=..., **inputs)``)."""
+        return self.model.forward_inputs(inputs)
 
     def shared_head(
         self, hidden_states: Any, lm_head: Any, attn_metadata: Any, return_context_logits=False
@@ -154,17 +145,8 @@ class FakeDraftNet:
         self.model = model
         self.returns_pair = returns_pair
 
-    def __call__(
-        self,
-        input_ids: Any = None,
-        position_ids: Any = None,
-        hidden_states: Any = None,
-        attn_metadata: Any = None,
-        spec_metadata: Any = None,
-        all_rank_num_tokens: Any = None,
-        **extra: Any,
-    ) -> Any:
-        out = self.model.forward_hidden(input_ids, position_ids, hidden_states, attn_metadata)
+    def __call__(self, **inputs: Any) -> Any:
+        out = self.model.forward_inputs(inputs)
         return (out, out.clone()) if self.returns_pair else out
 
 
@@ -193,13 +175,16 @@ class FakeDraftModel:
         self.model = FakeDraftNet(self, returns_pair)
         self.forwards = 0
 
-    def forward_hidden(self, input_ids: Any, position_ids: Any, hidden: Any, md: Any) -> Any:
+    def forward_inputs(self, inputs: dict[str, Any]) -> Any:
+        """One draft forward: the metadata is looked at first, then hidden states come back."""
         from regress.upstream.cuda import regress_side
 
         self.forwards += 1
-        self.on_forward(md)
+        self.on_forward(inputs["attn_metadata"])
         with regress_side():
-            return self._hidden(input_ids, position_ids, hidden)
+            return self._hidden(
+                inputs["input_ids"], inputs.get("position_ids"), inputs.get("hidden_states")
+            )
 
     def _hidden(self, input_ids: Any, position_ids: Any, hidden: Any) -> Any:
         import torch

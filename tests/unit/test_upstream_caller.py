@@ -25,7 +25,9 @@ def _by_name(report):
 def _loaded(root):
     plan = plan_for(resolve_source_tree(root))
     ledger = Ledger()
-    sandbox = Sandbox(plan.checkout, plan.real, all_values(plan, Settings()), env=plan.env, ledger=ledger)
+    sandbox = Sandbox(
+        plan.checkout, plan.real, all_values(plan, Settings()), env=plan.env, ledger=ledger
+    )
     return plan, ledger, sandbox
 
 
@@ -94,7 +96,9 @@ def test_regress_check_names_upstreams_worker_and_fails_a_pre_fix_tree_at_its_ca
 
 
 def test_without_a_worker_the_model_runs_and_the_report_says_why(tmp_path):
-    report = run_check(build_tree(tmp_path, "C", "post"), scenarios=["req_idx_map", "draft_callers"])
+    report = run_check(
+        build_tree(tmp_path, "C", "post"), scenarios=["req_idx_map", "draft_callers"]
+    )
     results = _by_name(report)
     assert results["req_idx_map/uniform_5x4"].note.startswith(f"caller: {MODEL_CALLER}")
     assert "no one-model speculative worker" in results["req_idx_map/uniform_5x4"].note
@@ -145,7 +149,9 @@ def test_fused_metadata_runs_the_eager_path_under_either_gate(tmp_path, gate):
     report = run_check(build_caller_tree(tmp_path, fused=gate), scenarios=["fused_metadata"])
     result = _by_name(report)["fused_metadata/eager_path"]
     assert result.status == "pass" and report.exit_code == 0
-    assert "the fused kernel (compiled Triton, fused_dsa_decode_metadata) was not run" in result.note
+    assert (
+        "the fused kernel (compiled Triton, fused_dsa_decode_metadata) was not run" in result.note
+    )
     assert result.steps  # the eager chain's maps were checked at the worker's calls
 
 

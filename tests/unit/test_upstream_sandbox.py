@@ -163,9 +163,9 @@ def test_a_package_shell_reexports_only_names_of_modules_the_sandbox_runs(tmp_pa
         init.read_text()
         + "from .interface import AttentionMetadata\nfrom .flashinfer import FlashInferMetadata\n"
     )
-    plan, sandbox = _sandbox(tmp_path, "C")
+    _, sandbox = _sandbox(tmp_path, "C")
     with sandbox:
-        from tensorrt_llm._torch.attention.backends import AttentionMetadata  # noqa: F401
+        from tensorrt_llm._torch.attention.backends import AttentionMetadata
 
         assert AttentionMetadata.__module__.endswith("backends.interface")
         # .flashinfer is not executed: no value is invented, the name stays a strict stub
