@@ -4,7 +4,7 @@ refresh per draft step, and the sentinel's overhead. Prints a JSON document.
     python benchmarks/reference_engine.py --device cpu --batch 8            # CPU figures
     python benchmarks/reference_engine.py --device cuda --batch 1 8 32      # H200 figures
 
-Timing of the draft section wraps ``_Run.draft_steps`` / ``DraftGraphs.run`` with a device sync
+Timing of the draft section wraps ``ServingRun.draft_steps`` / ``DraftGraphs.run`` with a device sync
 on both sides (the same for eager and graph), so it is the section's own wall time.
 """
 
@@ -14,8 +14,8 @@ import argparse
 import json
 import time
 
-from regress.reference import engine as engine_module
 from regress.reference import graphs as graphs_module
+from regress.reference import serving as serving_module
 from regress.reference.engine import ReferenceEngine
 from regress.reference.prompts import load_prompts
 
@@ -49,11 +49,11 @@ class SectionTimer:
 
 def run_once(device, batch, graph, prompts, tokens, k, defects=(), sentinel=False):
     timer = SectionTimer(device)
-    eager_steps, graph_run = engine_module._Run.draft_steps, graphs_module.DraftGraphs.run
+    eager_steps, graph_run = serving_module.ServingRun.draft_steps, graphs_module.DraftGraphs.run
     if graph:
         graphs_module.DraftGraphs.run = timer.wrap(graph_run)
     else:
-        engine_module._Run.draft_steps = timer.wrap(eager_steps)
+        serving_module.ServingRun.draft_steps = timer.wrap(eager_steps)
     try:
         engine = ReferenceEngine(
             device=device, cuda_graph=graph, defects=defects, sentinel=sentinel
@@ -62,7 +62,10 @@ def run_once(device, batch, graph, prompts, tokens, k, defects=(), sentinel=Fals
         timer.seconds, timer.calls = 0.0, 0
         res = engine.generate(prompts, batch_size=batch, max_draft_len=k, max_new_tokens=tokens)
     finally:
-        engine_module._Run.draft_steps, graphs_module.DraftGraphs.run = eager_steps, graph_run
+        serving_module.ServingRun.draft_steps, graphs_module.DraftGraphs.run = (
+            eager_steps,
+            graph_run,
+        )
     n_tok = sum(len(r.tokens) for r in res.requests)
     acc = [a for r in res.requests for a in r.accepted]
     return {

@@ -38,8 +38,10 @@ def defects(check: bool, defects: tuple[str, ...], device: str, json_out: str | 
         doc = [vars(d) for d in DEFECTS.values()]
         if not emit_json(doc, json_out):
             for d in DEFECTS.values():
+                caught = ", ".join(d.caught_by) or "-"
                 click.echo(
-                    f"{d.name}\n  {d.summary}\n  upstream: {d.upstream}\n  symptom: {d.symptom}\n"
+                    f"{d.name}\n  {d.summary}\n  upstream: {d.upstream}\n  symptom: {d.symptom}"
+                    f"\n  caught by: {caught}\n"
                 )
         return
 

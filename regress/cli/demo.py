@@ -69,8 +69,20 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     is_flag=True,
     help="Nightly variant: reports per night, `regress trend` finds the step and bisects it.",
 )
+@click.option(
+    "--defect",
+    metavar="NAME",
+    default=None,
+    help="Plant this registered defect alone (see `regress defects`) and bisect it.",
+)
 def demo(
-    keep: bool, workdir: Path | None, commits: int, seed: int, json_out: str | None, trend: bool
+    keep: bool,
+    workdir: Path | None,
+    commits: int,
+    seed: int,
+    json_out: str | None,
+    trend: bool,
+    defect: str | None,
 ) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
 
@@ -78,16 +90,29 @@ def demo(
     layer-wise runner with harmless edits; one commit drops the req_idx_per_token refresh, a later
     one drops the MTP shape announcement. `regress bisect` then finds the first with the metric
     probe (AL at batch 8 / AL at batch 1 on the reference engine) and the second with the assert
-    probe (DeepGEMM's DG_HOST_ASSERT).
+    probe (DeepGEMM's DG_HOST_ASSERT). --defect NAME plants that registered defect alone and
+    bisects it with its own probe.
     """
     from regress.demo import run_demo
+    from regress.errors import UsageError
     from regress.files import check_output_path
 
     _check_workdir(workdir)
     check_output_path(json_out, option="--json")
+    if defect is not None:
+        from regress.demo.plants import PLANTS
+        from regress.reference.defects import validate_defects
+
+        validate_defects([defect])
+        if trend:
+            raise UsageError("--defect plants one defect for the bisect demo; drop --trend")
+        if defect not in PLANTS:  # a registered defect the demo has no plant for: our bug
+            raise UsageError(f"regress demo cannot plant {defect!r} yet; see regress/demo")
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
-    result = run_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
+    result = run_demo(
+        workdir=workdir, keep=keep, commits=commits, seed=seed, defect=defect, progress=_show
+    )
     if not emit_json(result.to_json(), json_out):
         for b in result.bisects:
             mark = "MATCH" if b.matched else "MISMATCH"

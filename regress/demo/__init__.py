@@ -1,4 +1,4 @@
-"""``regress demo``: plant the two historical regressions in a throwaway history and bisect them."""
+"""``regress demo``: plant historical regressions in a throwaway history and bisect them."""
 
 from regress.demo.history import DemoRepo, build_demo_repo
 from regress.demo.run import DemoEvent, DemoResult, run_demo

@@ -1,15 +1,20 @@
-"""The two probe scripts ``regress demo`` overlays into every worktree of its bisects.
+"""The probe scripts ``regress demo`` overlays into every worktree of its bisects.
 
 They are written after the regressions, as a user's probe would be, and reach each commit's own
-copy of the DSA code through the current directory (``REGRESS_WORKTREE``).
+copy of the DSA code through the current directory (``REGRESS_WORKTREE``): the metadata class,
+the layer-wise runner and the draft-cache choices (``regress.demo.plants`` says which probe hunts
+which defect).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-ACCEPTANCE_PROBE = "probe_acceptance.py"
-LAYERWISE_PROBE = "probe_layerwise.py"
+from regress.demo.plants import ACCEPTANCE_PROBE, CONTRACT_PROBE, LAYERWISE_PROBE, SERVING_PROBE
+
+#: Set to 1 by the index-share plant's bisect: the acceptance probe then runs the index-share
+#: configuration at K = 7, where partial acceptance is the common case (PR #15806's review).
+INDEX_SHARE_ENV = "REGRESS_DEMO_INDEX_SHARE"
 
 #: Environment variable naming the file each probe run appends its commit to as it starts; the
 #: demo watches it to show progress while a bisect checks its endpoints.
@@ -23,29 +28,39 @@ if _events:
         _fh.write(os.environ.get("REGRESS_COMMIT", "unknown") + "\\n")
 """
 
-_ACCEPTANCE = '''"""Acceptance length at batch 8 relative to batch 1, on this commit's DSA metadata."""
+_ACCEPTANCE = '''"""Acceptance length at batch 1 and 8 and their ratio, on this commit's DSA code."""
 import json
 import os
 import sys
 
 {announce}
 sys.path.insert(0, os.getcwd())
+import draft_cache  # noqa: E402
 from dsa_metadata import DSAtrtllmAttentionMetadata  # noqa: E402
 
 from regress.acceptance.stats import summarize  # noqa: E402
 from regress.acceptance.trace import RequestTrace  # noqa: E402
 from regress.reference.engine import ReferenceEngine  # noqa: E402
+from regress.reference.model import ModelConfig, index_share_config  # noqa: E402
 from regress.reference.prompts import load_prompts  # noqa: E402
 
 prompts = load_prompts(int(os.environ.get("REGRESS_DEMO_PROMPTS", "6")))
 tokens = int(os.environ.get("REGRESS_DEMO_TOKENS", "24"))
+share = os.environ.get("{share}") == "1"
+config = index_share_config(ModelConfig()) if share else ModelConfig()
+k = 7 if share else 4
 
 
 def acceptance_length(batch):
-    engine = ReferenceEngine(defects=(), metadata_cls=DSAtrtllmAttentionMetadata)
-    result = engine.generate(prompts, batch_size=batch, max_draft_len=4, max_new_tokens=tokens)
+    engine = ReferenceEngine(
+        defects=(),
+        metadata_cls=DSAtrtllmAttentionMetadata,
+        draft_cache=draft_cache,
+        config=config,
+    )
+    result = engine.generate(prompts, batch_size=batch, max_draft_len=k, max_new_tokens=tokens)
     traces = [RequestTrace(accepted=r.accepted) for r in result.requests]
-    return summarize(traces, 4, n_boot=0).acceptance_length
+    return summarize(traces, k, n_boot=0).acceptance_length
 
 
 al1, al8 = acceptance_length(1), acceptance_length(8)
@@ -65,11 +80,72 @@ print("indexer shapes ok:", run_generation_step(md))
 '''
 
 
+_CONTRACTS = '''"""The map and dense-backend contracts on this commit's metadata and runner (exit 1: broken)."""
+import os
+import sys
+
+{announce}
+sys.path.insert(0, os.getcwd())
+from dsa_metadata import DSAtrtllmAttentionMetadata  # noqa: E402
+from layerwise_runner import create_run_pack  # noqa: E402
+
+from regress.dsa.invariants import check_dense_untouched, check_req_idx_map  # noqa: E402
+from regress.dsa.invariants import snapshot_spec_state  # noqa: E402
+from regress.dsa.lifecycle import run_forwards, serving_forwards  # noqa: E402
+from regress.reference.cache import PagedKVCacheManager  # noqa: E402
+
+found = []
+# A tree-drafting layout ([3, 1, 4, 1] tokens per request) after a 4-request verify forward.
+md = DSAtrtllmAttentionMetadata(
+    max_num_requests=4,
+    max_num_tokens=32,
+    kv_cache_manager=PagedKVCacheManager.for_requests(4, 512, tokens_per_block=16),
+    defects=(),
+)
+run_forwards(
+    md,
+    serving_forwards(batch_size=4, max_draft_len=3, generations=1, draft_seq_lens=[3, 1, 4, 1]),
+    max_draft_len=3,
+    observer=lambda e, m: found.extend(check_req_idx_map(m) if e.guaranteed else []),
+)
+# A non-DSA layer-wise GEN pack at seq_len_q 4 must keep its spec-dec fields.
+pack = {"batch_size": 8, "seq_len_kv_cache": 64, "backend": "trtllm", "defects": ()}
+pristine = snapshot_spec_state(create_run_pack("GEN", seq_len_q=1, **pack))
+found += check_dense_untouched(pristine, create_run_pack("GEN", seq_len_q=4, **pack))
+for v in found:
+    print(f"VIOLATION [{v.check}] {v.message}")
+print(f"{len(found)} contract violation(s)")
+sys.exit(1 if found else 0)
+'''
+
+_SERVING = '''"""Serve the built-in prompts at batch 8 on this commit's draft-cache choices."""
+import os
+import sys
+
+{announce}
+sys.path.insert(0, os.getcwd())
+import draft_cache  # noqa: E402
+
+from regress.reference.engine import ReferenceEngine  # noqa: E402
+from regress.reference.prompts import load_prompts  # noqa: E402
+
+engine = ReferenceEngine(defects=(), draft_cache=draft_cache)
+result = engine.generate(load_prompts(8), batch_size=8, max_draft_len=4, max_new_tokens=4)
+print("served", len(result.requests), "requests")
+'''
+
+
 def write_probes(directory: Path) -> dict[str, Path]:
-    """Write both probes into ``directory``; returns name -> path."""
+    """Write every probe into ``directory``; returns name -> path."""
     directory.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, text in ((ACCEPTANCE_PROBE, _ACCEPTANCE), (LAYERWISE_PROBE, _LAYERWISE)):
-        (directory / name).write_text(text.replace("{announce}", _ANNOUNCE))
+    for name, text in (
+        (ACCEPTANCE_PROBE, _ACCEPTANCE),
+        (LAYERWISE_PROBE, _LAYERWISE),
+        (CONTRACT_PROBE, _CONTRACTS),
+        (SERVING_PROBE, _SERVING),
+    ):
+        text = text.replace("{announce}", _ANNOUNCE).replace("{share}", INDEX_SHARE_ENV)
+        (directory / name).write_text(text)
         out[name] = directory / name
     return out

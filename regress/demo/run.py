@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from regress.demo.history import DemoRepo, build_demo_repo
-from regress.demo.probes import ACCEPTANCE_PROBE, EVENTS_ENV, LAYERWISE_PROBE, write_probes
+from regress.demo.plants import PLANTS, SEEDS, Plant
+from regress.demo.probes import EVENTS_ENV, INDEX_SHARE_ENV, write_probes
 from regress.progress import Progress
 
 
@@ -125,47 +126,48 @@ class DemoBisect:
 
 @dataclass
 class DemoResult:
-    """Both bisects; ``ok`` only when each culprit is the planted commit."""
+    """One bisect per planted defect; ``ok`` only when each culprit is the planted commit."""
 
     repo: str
     kept: bool
     commits: int
     bisects: list[DemoBisect] = field(default_factory=list)
     seconds: float = 0.0
+    planted: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return len(self.bisects) == 2 and all(b.matched for b in self.bisects)
+        return (
+            bool(self.bisects)
+            and len(self.bisects) == len(self.planted)
+            and all(b.matched for b in self.bisects)
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": 1, "ok": self.ok, **asdict(self)}
 
 
 def _bisect(
-    repo: DemoRepo,
-    name: str,
-    probe_kind: str,
-    probe_file: str,
-    planted: str,
-    root: Path,
-    report: _Reporter,
-    watcher: _ProbeWatcher,
-    **extra: Any,
+    repo: DemoRepo, plant: Plant, root: Path, report: _Reporter, watcher: _ProbeWatcher
 ) -> DemoBisect:
     import regress.trtllm.probes  # noqa: F401 - registers the DeepGEMM assert probe
     from regress.bisect import BisectConfig, run_bisect
 
+    env = {EVENTS_ENV: str(watcher.path)}
+    if plant.defect == "index_share_rejected_branch":
+        env[INDEX_SHARE_ENV] = "1"  # the defect lives on the index-share path
     config = BisectConfig(
         good=repo.first,
         bad=repo.head,
-        command=[sys.executable, probe_file],
+        command=[sys.executable, plant.script],
         repo=str(repo.path),
-        probe=probe_kind,
-        overlays=[str(root / "probes" / probe_file)],
+        probe=plant.probe,
+        overlays=[str(root / "probes" / plant.script)],
         cache_dir=str(root / "cache"),
-        env={EVENTS_ENV: str(watcher.path)},
-        **extra,
+        env=env,
+        **plant.bisect,
     )
+    name, planted = plant.name, repo.planted[plant.defect]
     watcher.follow(name)
     report(name, "checking both endpoints first (the good one must pass, the bad one fail)")
     started = time.monotonic()
@@ -174,7 +176,7 @@ def _bisect(
     sha = culprit.sha if culprit is not None else None
     return DemoBisect(
         name=name,
-        probe=probe_kind,
+        probe=plant.probe,
         planted=planted,
         culprit=sha,
         culprit_subject=culprit.subject if culprit is not None else None,
@@ -192,13 +194,16 @@ def run_demo(
     keep: bool = False,
     commits: int = 100,
     seed: int = 0,
+    defect: str | None = None,
     progress: Progress[DemoEvent] | None = None,
 ) -> DemoResult:
-    """Build the history in ``workdir`` (a new temp dir by default) and bisect both regressions.
+    """Build the history in ``workdir`` (a new temp dir by default) and bisect its regressions.
 
-    The metric bisect measures AL at batch 8 over AL at batch 1 (higher is better); the assert
-    bisect runs the layer-wise GEN step and looks for DeepGEMM's assertion. Unless ``keep``, the
-    repository and the bisect cache are removed afterwards, also on error or Ctrl-C.
+    By default the two seed bugs are planted: the metric bisect measures AL at batch 8 over AL at
+    batch 1 (higher is better); the assert bisect runs the layer-wise GEN step and looks for
+    DeepGEMM's assertion. ``defect`` plants that registered defect alone and bisects it with the
+    probe ``regress.demo.plants`` names for it. Unless ``keep``, the repository and the bisect
+    cache are removed afterwards, also on error or Ctrl-C.
 
     Args:
         progress: receives a :class:`DemoEvent` from the first second on; calls never overlap,
@@ -206,41 +211,19 @@ def run_demo(
     """
     started = time.monotonic()
     report = _Reporter(progress, started)
+    names = [defect] if defect else list(SEEDS)
+    plants = [PLANTS[n] for n in names]  # a name outside PLANTS is the caller's error
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="regress-demo-"))
     try:
-        report("setup", f"writing a {commits}-commit history with two planted regressions")
-        repo = build_demo_repo(root / "repo", commits=commits, seed=seed)
+        what = "two planted regressions" if not defect else f"a planted {defect}"
+        report("setup", f"writing a {commits}-commit history with {what}")
+        repo = build_demo_repo(root / "repo", commits=commits, seed=seed, plants=names)
         report("setup", f"wrote {commits} commits to {repo.path}")
         write_probes(root / "probes")
-        result = DemoResult(repo=str(repo.path), kept=keep, commits=commits)
+        result = DemoResult(repo=str(repo.path), kept=keep, commits=commits, planted=names)
         with _ProbeWatcher(root / "probe-runs.log", report) as watcher:
-            result.bisects.append(
-                _bisect(
-                    repo,
-                    "stale_req_idx (acceptance metric)",
-                    "metric",
-                    ACCEPTANCE_PROBE,
-                    repo.stale_map_commit,
-                    root,
-                    report,
-                    watcher,
-                    metric="al_ratio",
-                    direction=1,
-                    metric_runs=(2, 1, 4),
-                )
-            )
-            result.bisects.append(
-                _bisect(
-                    repo,
-                    "unannounced_mtp_shapes (DeepGEMM assert)",
-                    "assert",
-                    LAYERWISE_PROBE,
-                    repo.layerwise_commit,
-                    root,
-                    report,
-                    watcher,
-                )
-            )
+            for plant in plants:
+                result.bisects.append(_bisect(repo, plant, root, report, watcher))
         result.seconds = round(time.monotonic() - started, 2)
         return result
     finally:

@@ -23,15 +23,26 @@ class Defect:
 
     Attributes:
         name: the switch, e.g. ``"stale_req_idx"``.
-        summary: one line saying what goes wrong.
-        upstream: the upstream state it reproduces (PR, file, function).
+        summary: one line saying what goes wrong, in our engine's terms (the mechanism).
+        upstream: the upstream state it reproduces (PR, issue, file, function).
         symptom: what a user sees when it is live.
+        caught_by: the checks that catch it (``CONTRACTS``, ``SENTINEL``, the ``regress accept``
+            verdict names, ``ASSERT``); each is proved by a test in ``tests/unit``.
     """
 
     name: str
     summary: str
     upstream: str
     symptom: str
+    caught_by: tuple[str, ...] = ()
+
+
+#: ``regress defects --check`` (the contract battery) catches the defect.
+CONTRACTS = "contracts"
+#: The runtime DSA sentinel (``regress accept --sentinel``) catches it.
+SENTINEL = "sentinel"
+#: The run aborts with a named error: an ``assert`` probe target for ``regress bisect``.
+ASSERT = "assert"
 
 
 DEFECTS: dict[str, Defect] = {
@@ -44,7 +55,9 @@ DEFECTS: dict[str, Defect] = {
             "TensorRT-LLM before PR #16925: DSAtrtllmAttentionMetadata.on_update_kv_lens() in "
             "_torch/attention_backend/sparse/dsa.py",
             "acceptance length drops at batch > 1 with max_draft_len >= 2 (3.77 -> 3.28 at "
-            "batch 8 on GLM-5.2); batch 1 and accuracy unchanged",
+            "batch 8 on GLM-5.2), conditional acceptance decaying with depth; batch 1 and "
+            "accuracy unchanged",
+            (CONTRACTS, SENTINEL, "batch_invariance", "conditional_decay", "baseline"),
         ),
         Defect(
             "arange_only_refresh",
@@ -53,6 +66,7 @@ DEFECTS: dict[str, Defect] = {
             "stale.",
             "the closed alternative fix, PR #17240 (_refresh_req_idx_per_token)",
             "correct for all-ones draft steps, wrong for every other re-laid-out batch",
+            (CONTRACTS,),
         ),
         Defect(
             "unannounced_mtp_shapes",
@@ -61,6 +75,7 @@ DEFECTS: dict[str, Defect] = {
             "TensorRT-LLM before PR #17247: Runner.create_run_pack() in "
             "tensorrt_llm/tools/layer_wise_benchmarks/runner.py",
             f"DeepGEMM aborts: {DEEPGEMM_ASSERT}",
+            (CONTRACTS, ASSERT),
         ),
         Defect(
             "method_hasattr_guard",
@@ -69,6 +84,39 @@ DEFECTS: dict[str, Defect] = {
             "the first revision of PR #17247, before review narrowed the guard to "
             "hasattr(metadata, 'kv_lens_cuda_2d')",
             "non-DSA layer-wise runs at seq_len_q > 1 silently select another attention kernel",
+            (CONTRACTS,),
+        ),
+        Defect(
+            "no_accept_v1_cache_manager",
+            "the V1 cache-manager path sizes the indexer-K layer mask by the target's layers "
+            "only, so the MTP layer owns no indexer pool: its indexer finds no keys, draft step "
+            "0 attends nothing and every draft token is garbage.",
+            "TensorRT-LLM issue #18662 (open): MTP accepts no draft tokens on DSA models with "
+            "use_kv_cache_manager_v2=False (V1 KVCacheManager + DSACacheManager)",
+            "acceptance length 1.0 at every batch size; outputs unchanged (drafts are only "
+            "verified)",
+            ("baseline",),
+        ),
+        Defect(
+            "index_share_rejected_branch",
+            "index share stashes each request's last padded row of draft step 0, so under "
+            "partial acceptance draft steps 1..K-1 attend a top-k chosen on the target's "
+            "rejected branch, pointing at stale rejected-branch KV after the kv-lens rewind.",
+            "TensorRT-LLM PR #15806 (DSA MTP indexer top-k sharing), review of the stash "
+            "topk_indices_buffer[...][next_n - 1::next_n]; QSA follow-up PR #19138",
+            "conditional acceptance decays faster with depth wherever acceptance is partial, at "
+            "every batch size; no effect when every draft is accepted",
+            ("baseline",),
+        ),
+        Defect(
+            "indexer_pool_exhaustion",
+            "the indexer-K pool is sized for a warm-up batch and left out of admission, so a "
+            "larger batch takes more indexer blocks than the pool has and the engine aborts.",
+            "TensorRT-LLM issue #18660 (open): KVCacheManagerV2 + DSA, the indexer (draft) "
+            "cache pool is not part of admission; exhausting it aborts the engine",
+            "IndexerPoolExhausted once more than 4 requests are in flight (batch 8 aborts, "
+            "batch 1..4 run)",
+            (ASSERT,),
         ),
     )
 }

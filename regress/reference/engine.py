@@ -27,6 +27,7 @@ from regress.reference.model import (
     ModelConfig,
     Weights,
     build_weights,
+    index_share_config,
     target_forward,
 )
 from regress.reference.serving import TOKENS_PER_BLOCK, ServedRequest, ServingRun
@@ -73,6 +74,8 @@ class ReferenceEngine:
         config: model sizes and calibration (default: :class:`ModelConfig`).
         metadata_cls: the DSA metadata class to drive (default: the mirror in
             ``regress.reference.metadata``); ``regress demo`` passes each commit's own copy.
+        draft_cache: the module with the draft layer's cache choices (default:
+            ``regress.reference.draft_cache``); ``regress demo`` passes each commit's own copy.
     """
 
     model_name = MODEL_NAME
@@ -87,8 +90,11 @@ class ReferenceEngine:
         sentinel: bool = False,
         config: ModelConfig | None = None,
         metadata_cls: type | None = None,
+        draft_cache: Any = None,
     ) -> None:
         import torch
+
+        from regress.reference import draft_cache as default_draft_cache
 
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
@@ -102,9 +108,12 @@ class ReferenceEngine:
         self.cuda_graph = self.device.type == "cuda" if cuda_graph is None else bool(cuda_graph)
         self.defects = active_defects(defects)
         base = config or ModelConfig()
+        if "index_share_rejected_branch" in self.defects and not base.index_share:
+            base = index_share_config(base)  # the defect lives on the index-share path
         self.config = base if seed == 0 else _reseed(base, base.seed + seed)
         self.sentinel = sentinel
         self.metadata_cls = metadata_cls or DSAtrtllmAttentionMetadata
+        self.draft_cache = draft_cache or default_draft_cache
         self.sentinel_violations: list[dict[str, Any]] = []
         self.sentinel_summary: dict[str, Any] = {}
         self.target_w, self.draft_w = _weights(self.config, self.device)
@@ -187,7 +196,7 @@ class ReferenceEngine:
         width = md.indexer_k_cache_block_offsets.shape[1] * TOKENS_PER_BLOCK
         target_forward(
             self.config, self.target_w, cache, md, tokens.to(self.device), positions, width
-        )
+        )  # returns (hidden, context state); the step only has to get through the indexer
         return {"num_tokens": md.num_tokens, "num_generations": md.num_generations}
 
     # -- helpers ------------------------------------------------------------------------------

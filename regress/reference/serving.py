@@ -43,12 +43,15 @@ class LiveRequest:
     cached: int = 0  # tokens whose K/V are in the cache
     last: int = -1  # the newest token, not yet in the cache
     drafts: list[int] = field(default_factory=list)
+    state: Any = None  # context state z at the last cached position (None: a fresh prompt)
 
 
 class ServingRun:
     """State of one ``generate`` call: caches, metadata, the live batch and its counters."""
 
     def __init__(self, engine: ReferenceEngine, prompts, batch_size, k, max_new_tokens) -> None:
+        import torch
+
         self.e, self.k, self.max_new = engine, k, max_new_tokens
         self.cfg, self.dev = engine.config, engine.device
         self.batch_size = batch_size
@@ -77,9 +80,22 @@ class ServingRun:
             from regress.dsa.sentinel import Sentinel
 
             self.sentinel = Sentinel().attach(self.md)
+        policy, defects = engine.draft_cache, engine.defects
+        self.blocks_per_request = blocks
+        self.indexer_pool = policy.IndexerPool(
+            policy.indexer_pool_blocks(batch_size, blocks, defects)
+        )
+        owners = policy.indexer_pool_layers(1, 1, defects)  # layer 0 target, layer 1 MTP
         slots = self.manager.num_slots
-        self.target_cache = LayerCache(self.cfg, slots, self.dev)
-        self.draft_cache = LayerCache(self.cfg, slots, self.dev)
+        self.target_cache = LayerCache(self.cfg, slots, self.dev, indexer=0 in owners)
+        self.draft_cache = LayerCache(self.cfg, slots, self.dev, indexer=1 in owners)
+        # Index share: the top-k draft step 0 selected per request, reused by steps 1..K-1, and
+        # the first slot those steps write (static buffers: the captured steps read them).
+        self.stash = torch.full(
+            (max_reqs, min(self.width, self.cfg.topk)), -1, dtype=torch.int64, device=self.dev
+        )
+        self.loop_start = torch.zeros(max_reqs, dtype=torch.int64, device=self.dev)
+        self.recent = torch.arange(max(k - 1, 0), dtype=torch.int64, device=self.dev)
         self.counters = {
             "num_draft_tokens": 0,
             "num_accepted_tokens": 0,
@@ -100,7 +116,8 @@ class ServingRun:
         while pending or live:
             while pending and len(live) < self.batch_size:
                 idx = pending.pop()
-                self.manager.add_request(next_rid, self.max_seq)
+                self.manager.add_request(next_rid, self.max_seq)  # admission: the KV pool
+                self.indexer_pool.take(next_rid, self.blocks_per_request)
                 live.append(LiveRequest(traces[idx], self.prompts[idx], next_rid))
                 next_rid += 1
             live.sort(key=lambda r: r.cached != 0)  # contexts first, as upstream batches
@@ -110,6 +127,7 @@ class ServingRun:
                 if len(r.trace.tokens) >= self.max_new:
                     del r.trace.tokens[self.max_new :]
                     self.manager.free_request(r.rid)
+                    self.indexer_pool.release(r.rid)
                     done += 1
                     if progress:
                         progress(done, len(self.prompts))
@@ -156,7 +174,11 @@ class ServingRun:
         md.prepare()
         tok = torch.tensor(tokens, device=self.dev)
         pos = torch.tensor(positions, device=self.dev)
-        h = target_forward(self.cfg, self.e.target_w, self.target_cache, md, tok, pos, self.width)
+        zero = torch.zeros(self.cfg.hidden, dtype=torch.float64, device=self.dev)
+        carry_in = torch.stack([zero if r.state is None else r.state for r in live])
+        h, z = target_forward(
+            self.cfg, self.e.target_w, self.target_cache, md, tok, pos, self.width, carry_in
+        )
         target_ids = logits_of(self.e.target_w, h).argmax(-1)
         out = target_ids.tolist()
 
@@ -176,15 +198,17 @@ class ServingRun:
             offset += n_tok
         self.counters["iterations"] += 1
         if k > 0:
-            drafts = self.draft_loop(live, lens, starts, accepted, tok, pos, target_ids, h)
+            drafts = self.draft_loop(live, lens, starts, accepted, tok, pos, target_ids, z)
         for i, r in enumerate(live):
             s = starts[i]
             if r.cached == 0:
                 new = [out[s + lens[i] - 1]]
+                r.state = z[s + lens[i] - 1].clone()
                 r.cached = len(r.prompt)
             else:
                 n = accepted[i]
                 new = [*r.drafts[:n], out[s + n]]
+                r.state = z[s + n].clone()  # the state where the accepted tokens end
                 r.trace.accepted.append(n)
                 self.counters["num_draft_tokens"] += k
                 self.counters["num_accepted_tokens"] += n
@@ -194,12 +218,12 @@ class ServingRun:
             r.last = new[-1]
             r.drafts = drafts[i] if k > 0 else []
 
-    def draft_loop(self, live, lens, starts, accepted, tok, pos, target_ids, h) -> list[list[int]]:
+    def draft_loop(self, live, lens, starts, accepted, tok, pos, target_ids, z) -> list[list[int]]:
         """Draft step 0 on the target layout, the collapse, then steps 1..K-1."""
         import torch
 
         k, md, bs = self.k, self.md, len(live)
-        # Step 0: at every target position p the draft sees (h[p], token at p + 1), where the
+        # Step 0: at every target position p the draft sees (z[p], token at p + 1), where the
         # token at p + 1 is the prompt's next token inside a context, else the target's choice.
         nxt = target_ids.clone()
         offset = 0
@@ -207,16 +231,17 @@ class ServingRun:
             if r.cached == 0 and n_tok > 1:
                 nxt[offset : offset + n_tok - 1] = tok[offset + 1 : offset + n_tok]
             offset += n_tok
-        hd = draft_forward(self.cfg, self.e.draft_w, self.draft_cache, md, nxt, h, pos, self.width)
-        last = torch.tensor(
-            [
-                s + (n_tok - 1 if r.cached == 0 else a)
-                for r, s, n_tok, a in zip(live, starts, lens, accepted, strict=True)
-            ],
-            device=self.dev,
+        hd, zd, chosen = draft_forward(
+            self.cfg, self.e.draft_w, self.draft_cache, md, nxt, z, pos, self.width
         )
-        hidden = hd[last]
-        first = logits_of(self.e.draft_w, hidden).argmax(-1)
+        is_ctx = [r.cached == 0 for r in live]
+        layout = zip(starts, lens, accepted, is_ctx, strict=True)
+        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in layout], device=self.dev)
+        hidden = zd[last]
+        first = logits_of(self.e.draft_w, hd[last]).argmax(-1)
+        rows = self.e.draft_cache.stash_rows(starts, lens, accepted, is_ctx, self.e.defects)
+        self.stash.fill_(-1)
+        self.stash[:bs] = chosen[torch.tensor(rows, device=self.dev)]
         saved = (md.seq_lens.clone(), md.num_contexts, md.kv_lens_cuda[:bs].clone())
 
         # The collapse at the end of draft step 0 (upstream: _seq_lens.fill_(1) + on_update()).
@@ -226,6 +251,8 @@ class ServingRun:
         md.num_contexts = 0
         rejected = [0 if r.cached == 0 else k - a for r, a in zip(live, accepted, strict=True)]
         md.kv_lens_cuda[:bs] -= torch.tensor(rejected, dtype=torch.int32, device=self.dev)
+        self.loop_start.zero_()
+        self.loop_start[:bs] = md.kv_lens_cuda[:bs]  # steps 1.. write slots from here on
         if self.graphs is not None:
             rest = self.graphs.run(bs, first, hidden)
         else:
@@ -244,6 +271,15 @@ class ServingRun:
         md.num_contexts = ctx
         return drafts
 
+    def shared_selection(self, slot) -> Any:
+        """Index share: step 0's stashed top-k plus the slots steps 1.. have written since."""
+        import torch
+
+        n = slot.shape[0]
+        recent = slot.unsqueeze(1) - self.recent
+        recent = torch.where(recent >= self.loop_start[:n].unsqueeze(1), recent, -1)
+        return torch.cat([self.stash[:n], recent], dim=1)
+
     def draft_steps(self, tokens, hidden) -> list[Any]:
         """Draft steps 1..K-1, one token per request; the body a CUDA graph captures."""
         md = self.md
@@ -252,10 +288,18 @@ class ServingRun:
             md.kv_lens_cuda[: md.num_seqs] += 1
             md.update_for_spec_dec()
             slot = md.kv_lens_cuda[: md.num_seqs].long() - 1
-            h = draft_forward(
-                self.cfg, self.e.draft_w, self.draft_cache, md, tokens, hidden, slot, self.width
+            selection = self.shared_selection(slot) if self.cfg.index_share else None
+            h, hidden, _ = draft_forward(
+                self.cfg,
+                self.e.draft_w,
+                self.draft_cache,
+                md,
+                tokens,
+                hidden,
+                slot,
+                self.width,
+                selection,
             )
             tokens = logits_of(self.e.draft_w, h).argmax(-1)
-            hidden = h
             outs.append(tokens)
         return outs

@@ -126,3 +126,55 @@ def test_unannounced_shapes_abort_on_gpu():
     with pytest.raises(DeepGemmAssertion, match="DG_HOST_ASSERT"):
         ReferenceEngine(device="cuda", defects={"unannounced_mtp_shapes"}).layerwise_step()
     assert ReferenceEngine(device="cuda", defects=()).layerwise_step()["num_generations"] == 32
+
+
+# -- issue 22: the damage model and the draft-cache defects on CUDA ---------------------------
+def _cpu(defects=(), batch=8, k=K, config=None):
+    from regress.reference.engine import ReferenceEngine
+    from regress.reference.prompts import load_prompts
+
+    engine = ReferenceEngine(device="cpu", defects=defects, config=config)
+    return engine.generate(
+        load_prompts(N_PROMPTS), batch_size=batch, max_draft_len=k, max_new_tokens=N_TOKENS
+    )
+
+
+@pytest.mark.parametrize("defects", [(), ("stale_req_idx",)])
+def test_cuda_graphs_give_the_cpu_per_depth_profile(defects):
+    """float64 end to end: the calibrated profile is the same on CPU and on CUDA with graphs."""
+    gpu, _ = run(defects=defects)
+    assert [r.accepted for r in gpu.requests] == [r.accepted for r in _cpu(defects).requests]
+
+
+def test_v1_cache_manager_rejects_every_draft_on_gpu():
+    result, _ = run(defects=("no_accept_v1_cache_manager",))
+    assert al(result) < 1.01
+    assert toks(result) == toks(run(batch=1, k=0, graph=False)[0])
+
+
+def test_index_share_stash_under_graphs_matches_eager_and_cpu():
+    from regress.reference.engine import ReferenceEngine
+    from regress.reference.model import ModelConfig, index_share_config
+    from regress.reference.prompts import load_prompts
+
+    share = index_share_config(ModelConfig())
+    out = {}
+    for device, graph in (("cuda", True), ("cuda", False), ("cpu", False)):
+        engine = ReferenceEngine(
+            device=device, defects={"index_share_rejected_branch"}, cuda_graph=graph
+        )
+        result = engine.generate(load_prompts(8), batch_size=8, max_draft_len=7, max_new_tokens=32)
+        out[(device, graph)] = [r.accepted for r in result.requests]
+    assert out[("cuda", True)] == out[("cuda", False)] == out[("cpu", False)]
+    fixed = ReferenceEngine(device="cuda", config=share, defects=()).generate(
+        load_prompts(8), batch_size=8, max_draft_len=7, max_new_tokens=32
+    )
+    assert out[("cuda", True)] != [r.accepted for r in fixed.requests]
+
+
+def test_indexer_pool_exhaustion_aborts_on_gpu():
+    from regress.reference.draft_cache import IndexerPoolExhausted
+
+    with pytest.raises(IndexerPoolExhausted):
+        run(defects=("indexer_pool_exhaustion",), batch=8)
+    assert run(defects=("indexer_pool_exhaustion",), batch=4)[0].requests

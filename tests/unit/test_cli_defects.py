@@ -13,13 +13,21 @@ from regress.cli import cli
 def test_lists_every_defect():
     result = CliRunner().invoke(cli, ["defects", "--json"])
     assert result.exit_code == 0
-    names = {d["name"] for d in json.loads(result.output)}
+    listed = {d["name"]: d for d in json.loads(result.output)}
     assert {
         "stale_req_idx",
         "arange_only_refresh",
         "unannounced_mtp_shapes",
         "method_hasattr_guard",
-    } <= names
+        "no_accept_v1_cache_manager",
+        "index_share_rejected_branch",
+        "indexer_pool_exhaustion",
+    } <= set(listed)
+    for d in listed.values():  # upstream reference, mechanism, symptom and the catching tools
+        assert d["upstream"] and d["summary"] and d["symptom"] and d["caught_by"], d["name"]
+    text = CliRunner().invoke(cli, ["defects"]).output
+    assert "#18662" in text and "#15806" in text and "#18660" in text
+    assert "caught by: baseline" in text and "caught by: assert" in text
 
 
 def test_check_passes_clean_and_fails_with_a_defect(monkeypatch):
