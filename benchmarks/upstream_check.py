@@ -42,11 +42,24 @@ def time_check(src: Path, repeats: int) -> tuple[list[float], int]:
     return times, code
 
 
-def time_bisect(root: Path, n: int = 33, fix: int = 21, trees: str = "caller") -> dict:
+def read_tree(src: Path) -> dict[str, str]:
+    """Every file of a tree on disk, by path (a real tree read into /tmp, bisected in /tmp)."""
+    return {str(f.relative_to(src)): f.read_text() for f in sorted(src.rglob("*.py"))}
+
+
+def time_bisect(
+    root: Path, n: int = 33, fix: int = 21, trees: str = "caller", real: list[str] | None = None
+) -> dict:
     commits = []
+    pre, post = (read_tree(Path(r)) for r in real) if real else (None, None)
     for i in range(n):
         state = "post" if i >= fix else "pre"
-        files = caller_files("C", state) if trees == "caller" else tree_files("B", state)
+        if real:
+            files = dict(post if state == "post" else pre)
+        elif trees == "caller":
+            files = caller_files("C", state)
+        else:
+            files = tree_files("B", state)
         files["notes.txt"] = f"{i}\n"
         commits.append(files)
     shas = write_history(root / "repo", commits)
@@ -75,15 +88,19 @@ def main() -> int:
     parser.add_argument("--trtllm-src", action="append", default=[])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bisect-trees", choices=["caller", "plain"], default="caller")
+    parser.add_argument(
+        "--real-bisect", nargs=2, metavar=("PRE", "POST"), help="bisect a history of two real trees"
+    )
+    parser.add_argument("--only-real", action="store_true", help="skip the fake trees")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for era in "ABC":
+        for era in "" if args.only_real else "ABC":
             for fix in ("pre", "post"):
                 src = build_tree(Path(tmp) / f"{era}-{fix}", era, fix, guard=True)
                 times, code = time_check(src, args.repeats)
                 rows.append((f"fake era {era} {fix}-fix", code, times))
-        for fix in ("pre", "post"):
+        for fix in () if args.only_real else ("pre", "post"):
             src = build_caller_tree(Path(tmp) / f"caller-{fix}", "C", fix)
             times, code = time_check(src, args.repeats)
             rows.append((f"fake caller tree (era C) {fix}-fix", code, times))
@@ -96,9 +113,10 @@ def main() -> int:
             med = statistics.median(times)
             print(f"| {name} | {code} | {med:.2f} | {min(times):.2f} | {max(times):.2f} |")
         print(flush=True)
-        bisect = time_bisect(Path(tmp), trees=args.bisect_trees)
+        bisect = time_bisect(Path(tmp), trees=args.bisect_trees, real=args.real_bisect)
+    kind = "real (PRE/POST)" if args.real_bisect else args.bisect_trees
     print(
-        f"bisect --find-fix over {bisect['commits']} {args.bisect_trees} trees: "
+        f"bisect --find-fix over {bisect['commits']} {kind} trees: "
         f"found={bisect['found']}, "
         f"{bisect['probes']} probes, {bisect['wall_s']:.1f} s wall, "
         f"{bisect['s_per_probe']:.2f} s per probe"

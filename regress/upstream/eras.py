@@ -62,6 +62,10 @@ SPARSE_SETTINGS: dict[str, Any] = {
     "use_cute_dsl_paged_mqa_logits": False,
     "indexer_rope_interleave": False,
 }
+#: Fields only a subclass's metadata params carry (``DeepSeekV4MetadataParams``,
+#: ``.../sparse/deepseek_v4/params.py`` @ 50aec1cb): one compress ratio per layer of the fake
+#: manager's two, a sliding-window layer and a sparse (ratio-4, indexed) one.
+PARAMS_ONLY_SETTINGS: dict[str, Any] = {"compress_ratios": [1, 4]}
 
 #: Environment forced inside the sandbox: GPU-only code paths switched off. The fused DSA
 #: decode-metadata kernel (one Triton launch replacing the eager map + slot-mapping chain in
@@ -267,6 +271,7 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
         params_cls = getattr(sibling, "DSAMetadataParams", None)
     if is_placeholder(params_cls):
         params_cls = None  # a stub, not the real dataclass: this era does not take it
+    params_cls = _most_derived(sys.modules.get(cls.__module__), params_cls)
     if params_cls is not None and (
         "sparse_metadata_params" in fields or "sparse_metadata_params" in init
     ):
@@ -287,14 +292,32 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
     return {}
 
 
+def _most_derived(module: types.ModuleType | None, params_cls: type | None) -> type | None:
+    """The subclass of ``params_cls`` a subclass's module uses, if any (DeepSeek-V4's
+    ``__post_init__`` raises unless its params are a ``DeepSeekV4MetadataParams``)."""
+    if module is None or params_cls is None:
+        return params_cls
+    found = params_cls
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and not is_placeholder(value)
+            and issubclass(value, found)
+            and dataclasses.is_dataclass(value)
+        ):
+            found = value
+    return found
+
+
 def build_params(params_cls: type, ledger: Ledger) -> Any:
     """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows."""
     if not dataclasses.is_dataclass(params_cls):
         raise SandboxGap(f"{params_cls.__qualname__} to be a dataclass (it is not)")
     kwargs = {}
+    settings = {**SPARSE_SETTINGS, **PARAMS_ONLY_SETTINGS}
     for f in dataclasses.fields(params_cls):
-        if f.name in SPARSE_SETTINGS:
-            kwargs[f.name] = SPARSE_SETTINGS[f.name]
+        if f.name in settings:
+            kwargs[f.name] = settings[f.name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise SandboxGap(
                 f"a value for the required field {params_cls.__qualname__}.{f.name}",

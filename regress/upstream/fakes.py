@@ -8,7 +8,7 @@ the metadata computes can be traced back to the request whose pages it writes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 #: Request ``r`` owns pool blocks ``OWN_STRIDE * r ... OWN_STRIDE * r + max_blocks_per_seq - 1``.
 OWN_STRIDE = 100
@@ -83,6 +83,44 @@ class FakeKVCacheManager:
     def get_block_ids_per_seq(self, request_ids):
         self._called("get_block_ids_per_seq")
         return self.pool_indices(list(request_ids))
+
+    # DeepSeek-V4's cache manager (``DeepseekV4CacheManager``, read by
+    # ``.../sparse/deepseek_v4/metadata.py`` @ 5ca7a947): per-layer sliding-window block tables
+    # and per-ratio compressed ones, filled with the same per-request blocks; pool pointers are
+    # opaque numbers (nothing is dereferenced on a CPU).
+    swa_pool_ptr = 0
+    compress_pool_ptrs: ClassVar[dict[int, int]] = {}
+
+    @property
+    def pp_layers(self) -> list[int]:
+        return list(range(self.num_local_layers))
+
+    def get_buffers(self, layer_idx: int, attention_type: Any = None) -> Any:
+        import torch
+
+        return torch.zeros(1)
+
+    def compute_sliding_block_tables(self, request_ids, num_contexts) -> None:
+        self._called("compute_sliding_block_tables")
+
+    def copy_batch_sliding_block_tables(self, dst, request_ids, num_contexts, num_seqs) -> None:
+        self._called("copy_batch_sliding_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:, :, :num_seqs, : rows.shape[1]] = rows
+
+    def copy_batch_compress_block_tables(
+        self, dst, request_ids, compress_ratio, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:num_seqs, : rows.shape[1]] = rows
+
+    def copy_batch_indexer_compress_block_tables(
+        self, dst, request_ids, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_indexer_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:num_seqs, : rows.shape[1]] = rows
 
     def owner_of_block(self, block: int) -> int:
         """The request id whose pages hold ``block`` (-1 when no request owns it)."""

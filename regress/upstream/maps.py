@@ -3,8 +3,9 @@
 The map contract (:func:`regress.dsa.invariants.check_req_idx_map`) is written against a layout
 and a buffer, not a class; here it is applied to every map an object has, after any call:
 
-* ``req_idx_per_token``: DSA and every subclass (DeepSeek-V4 rebuilds it again in
-  ``_compute_token_positions``, ``.../sparse/deepseek_v4/metadata.py`` stored id 57098731176);
+* ``req_idx_per_token``: DSA and every subclass (DeepSeek-V4 rebuilt it again in
+  ``_compute_token_positions``, ``.../sparse/deepseek_v4/metadata.py`` stored id 57098731176;
+  at 5ca7a947 it only reads it, relying on DSA's rebuild);
 * ``qsa_req_idx_per_token``: QSA (``.../sparse/qsa/``, read by ``QSAIndexer.update_cache_and_compress``,
   stored id 57436106669);
 * the ragged-verification row maps (``attention_backend/sparse/dsa/metadata.py`` stored id

@@ -293,6 +293,19 @@ V4_REBUILD = {
 }
 
 
+#: The V4-shaped metadata's own sibling modules, as upstream's (deepseek_v4/metadata.py @ 5ca7a947
+#: raises unless its params are a DeepSeekV4MetadataParams and calls DeepseekV4Indexer.prepare).
+V4_OWN_MODULES = {
+    "v4-imports": "from .indexer import DeepseekV4Indexer\nfrom .params import DeepSeekV4MetadataParams\n",
+    "v4-post-init": (
+        "        if not isinstance(self.sparse_metadata_params, DeepSeekV4MetadataParams):\n"
+        "            raise ValueError('DeepSeek-V4 sparse attention metadata params are not set')\n"
+        "        assert self.sparse_metadata_params.compress_ratios\n"
+    ),
+    "v4-prepare": "        DeepseekV4Indexer.prepare(metadata=self)\n",
+}
+
+
 def caller_files(
     era: str = "C",
     fix: str = "post",
@@ -306,6 +319,7 @@ def caller_files(
     v4: str | None = None,
     qsa: str | None = None,
     guard: bool | None = True,
+    v4_own_modules: bool = False,
 ) -> dict[str, str]:
     """:func:`tree_files` plus the shapes of upstream's callers and newer paths (see the README)."""
     backends, dsa = LAYOUT[era]
@@ -345,9 +359,13 @@ def caller_files(
     sparse = f"tensorrt_llm/{backends}/sparse"
     if v4:
         files[f"{sparse}/deepseek_v4/__init__.py"] = _part("pkg_init.py")
-        files[f"{sparse}/deepseek_v4/metadata.py"] = _fill(
-            _part("deepseek_v4.py"), "v4-rebuild", V4_REBUILD[v4]
-        )
+        v4_meta = _fill(_part("deepseek_v4.py"), "v4-rebuild", V4_REBUILD[v4])
+        if v4_own_modules:  # its own params (type-checked) and indexer (called), as upstream's
+            for marker, code in V4_OWN_MODULES.items():
+                v4_meta = _fill(v4_meta, marker, code)
+            files[f"{sparse}/deepseek_v4/params.py"] = _part("deepseek_v4_params.py")
+            files[f"{sparse}/deepseek_v4/indexer.py"] = _part("deepseek_v4_indexer.py")
+        files[f"{sparse}/deepseek_v4/metadata.py"] = v4_meta
     if qsa:
         files[f"{sparse}/qsa/__init__.py"] = _part("pkg_init.py")
         refresh = "        self._rebuild_qsa_map()\n" if qsa == "post" else ""

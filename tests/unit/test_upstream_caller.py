@@ -176,6 +176,8 @@ def test_an_event_recorded_in_prepare_is_faked_not_a_false_failure(tmp_path):
     [
         ({"v4": "post"}, "DeepseekV4TrtllmAttentionMetadata", "pass"),
         ({"v4": "stale"}, "DeepseekV4TrtllmAttentionMetadata", "fail"),
+        ({"v4": "post", "v4_own_modules": True}, "DeepseekV4TrtllmAttentionMetadata", "pass"),
+        ({"v4": "stale", "v4_own_modules": True}, "DeepseekV4TrtllmAttentionMetadata", "fail"),
         ({"qsa": "post"}, "QSAAttentionMetadata", "pass"),
         ({"qsa": "pre"}, "QSAAttentionMetadata", "fail"),
     ],
@@ -189,6 +191,29 @@ def test_every_dsa_family_class_and_its_own_map_is_checked(tmp_path, variant, na
     if status == "fail":
         assert wanted in result.violations[0].message
     assert _by_name(report)["metadata_classes/DSAtrtllmAttentionMetadata"].status == "pass"
+
+
+def test_a_subclass_runs_with_its_own_params_and_indexer_and_its_pages_are_not_judged(tmp_path):
+    """Upstream's DeepSeek-V4 metadata type-checks its own params, calls its own indexer's
+    prepare() (both siblings, run for real) and writes indexer K through its compressor, not
+    DSA's slot mapping: the class is built and its maps judged; DSA's pages check stays DSA's."""
+    tree = build_caller_tree(tmp_path, v4="post", v4_own_modules=True)
+    v4 = tree / "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4/metadata.py"
+    v4.write_text(
+        v4.read_text().replace(
+            "        super().prepare()\n",
+            "        super().prepare()\n"
+            "        self.slot_mapping_fp8.zero_()  # DSA's write path, unused here\n",
+            1,
+        )
+    )
+    report = run_check(tree, scenarios=["metadata_classes"])
+    result = _by_name(report)["metadata_classes/DeepseekV4TrtllmAttentionMetadata"]
+    assert result.status == "pass", result.note
+    assert (
+        "tensorrt_llm._torch.attention.backends.sparse.deepseek_v4.params"
+        in report.ledger.real_modules
+    )
 
 
 @pytest.mark.parametrize(("variant", "status"), [("post", "pass"), ("stale", "fail")])
