@@ -71,7 +71,7 @@ def _recipe(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: int,
             kvm,
             max_num_tokens=MAX_TOKENS,
             seq_lens=None,
-            cls=subject.cls,
+            metadata_cls=subject.cls,
             sparse_params=subject.sparse_params,
         )
         announce(md, Forward(seq_lens=(1 + k,) * batch), k)

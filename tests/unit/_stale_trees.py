@@ -209,7 +209,12 @@ def stale_tree_files(
     files[keys["trtllm"]] = _edit(
         files[keys["trtllm"]], _TRTLLM_PREPARE, _TRTLLM_PREPARE + _REQUEST_TYPES
     )
-    meta = files[keys["dsa"]]
+    # markers the caller trees fill (``_upstream_trees.caller_files``) stay unfilled here: drop them
+    meta = "".join(
+        line
+        for line in files[keys["dsa"]].splitlines(keepends=True)
+        if not line.strip().startswith("# FIXTURE:")
+    )
     meta = _edit(meta, _ALLOC_ANCHOR, _ALLOC + _ALLOC_ANCHOR)
     meta = _edit(meta, _METHODS_ANCHOR, _METHODS + _METHODS_ANCHOR)
     # prepare() and on_update_kv_lens() both rebuild them after the slot mappings
