@@ -71,10 +71,6 @@ ERAS: tuple[Era, ...] = (
 # subclass relationship is from trtllm-facts.md, not re-read for docs/upstream-symbols.md.
 _MTP_FILE = "_torch/speculative/mtp.py"
 _EAGLE3_FILE = "_torch/speculative/eagle3.py"
-#: DeepSeek-V4's metadata, a subclass of the DSA one (era C only; ``.../sparse/deepseek_v4/
-#: metadata.py`` @ 5ca7a947 ``class DeepseekV4TrtllmAttentionMetadata(DSAtrtllmAttentionMetadata)``).
-_V4_FILE = "_torch/attention/backends/sparse/deepseek_v4/metadata.py"
-V4_METADATA_CLASS = "DeepseekV4TrtllmAttentionMetadata"
 
 
 @dataclass(frozen=True)
@@ -102,8 +98,6 @@ class TrtllmLayout:
         draft_loop: the method running the one-model MTP-Eagle draft loop, or None when neither
             known worker is present (a tree older than one-model MTP).
         reexported_from: modules that re-export the DSA class (era B/C package ``__init__``).
-        deepseek_v4_metadata: DeepSeek-V4's metadata class (a DSA subclass), or None where the
-            tree has none.
     """
 
     era: str
@@ -113,7 +107,6 @@ class TrtllmLayout:
     trtllm_metadata: Location
     draft_loop: Location | None
     reexported_from: tuple[str, ...] = field(default=())
-    deepseek_v4_metadata: Location | None = None
 
     @property
     def dsa_module_names(self) -> tuple[str, ...]:
@@ -181,13 +174,6 @@ def _locate_draft_loop(package_dir: Path) -> Location | None:
     return None
 
 
-def _locate_v4(package_dir: Path) -> Location | None:
-    file = package_dir / _V4_FILE
-    if not _defines_class(file, V4_METADATA_CLASS):
-        return None
-    return Location(_module_name(package_dir, file), file, V4_METADATA_CLASS)
-
-
 def resolve_source_tree(root: Path | str) -> TrtllmLayout:
     """Resolve the layout of a source checkout or an installed package directory by reading files.
 
@@ -224,7 +210,6 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
             ),
             draft_loop=_locate_draft_loop(package_dir),
             reexported_from=reexports,
-            deepseek_v4_metadata=_locate_v4(package_dir),
         )
     raise TrtllmLayoutError(
         f"No {DSA_METADATA_CLASS} found under {package_dir}. Tried (newest era first): "

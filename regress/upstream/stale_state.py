@@ -33,6 +33,7 @@ from regress.dsa.staleness import StaleField, StateLayout
 from regress.dsa.write_log import WriteLog
 from regress.upstream.eras import Upstream, build_params
 from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+from regress.upstream.maps import dsa_family, load_class
 from regress.upstream.results import ScenarioResult, Step
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -169,19 +170,19 @@ def run_one(up: Upstream, subject: Subject, batch: Batch, k: int = DRAFT_LEN) ->
     return result
 
 
-def _deepseek_v4(up: Upstream) -> Subject | None:
-    """DeepSeek-V4's metadata where the tree has it, loaded from source with its own params.
+#: DeepSeek-V4's metadata (``sparse/deepseek_v4/metadata.py`` @ 5ca7a947): built with its own
+#: compress ratios and a cache manager that is not a DSA one.
+V4_CLASS = "DeepseekV4TrtllmAttentionMetadata"
 
-    Its ``params.py`` and ``indexer.py`` (whose ``DeepseekV4Indexer.prepare`` is the DSA
-    ``Indexer.prepare`` it inherits) run from source too; a tree lacking either is a gap.
-    """
-    where = up.plan.layout.deepseek_v4_metadata
-    if where is None:
-        return None
-    package = where.module.rsplit(".", 1)[0]
-    up.sandbox.add_real([f"{package}.params", f"{package}.indexer", where.module])
-    params = up.sandbox.load(f"{package}.params")
-    cls = getattr(up.sandbox.load(where.module), where.qualname)
+
+def _subclass(up: Upstream, found: Any) -> Subject | None:
+    """A DSA subclass of the tree (:func:`regress.upstream.maps.dsa_family`), or None."""
+    cls = load_class(up, found)
+    if not (isinstance(cls, type) and issubclass(cls, up.metadata_cls)):
+        return None  # another class carrying a map (QSA's): not built like DSA's
+    if found.name != V4_CLASS:
+        return Subject(cls, lambda: FakeKVCacheManager(CAPACITY))
+    params = up.sandbox.load(found.module.rsplit(".", 1)[0] + ".params")
     base = build_params(params.DeepSeekV4MetadataParams, up.ledger)
     return Subject(
         cls,
@@ -191,14 +192,25 @@ def _deepseek_v4(up: Upstream) -> Subject | None:
 
 
 def subjects(up: Upstream) -> list[Subject]:
-    """What is compared: the tree's DSA metadata, its dense base class, DeepSeek-V4's if present."""
-    trtllm = up.sandbox.load(up.plan.layout.trtllm_metadata.module)
-    dense = [
+    """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
+
+    Subclasses are found as :mod:`regress.upstream.maps` finds the DSA family (DeepSeek-V4's, in
+    era C); their modules and the sibling modules they import run from source.
+    """
+    from regress.upstream.layout import DSA_METADATA_CLASS
+
+    layout = up.plan.layout
+    trtllm = up.sandbox.load(layout.trtllm_metadata.module)
+    out = [
         Subject(cls, lambda: FakeKVCacheManager(CAPACITY))
         for cls in (up.metadata_cls, trtllm.TrtllmAttentionMetadata)
     ]
-    v4 = _deepseek_v4(up)
-    return dense + ([v4] if v4 is not None else [])
+    sparse = layout.dsa_metadata.file.parent.parent.relative_to(layout.package_dir)
+    for found in dsa_family(layout.package_dir, str(sparse), DSA_METADATA_CLASS):
+        if found.name != DSA_METADATA_CLASS and found.module != up.plan.dsa_module:
+            subject = _subclass(up, found)
+            out += [subject] if subject is not None else []
+    return out
 
 
 def metadata_classes(up: Upstream) -> list[type]:
@@ -211,4 +223,12 @@ def stale_state(up: Upstream) -> list[ScenarioResult]:
     return [run_one(up, s, batch) for s in subjects(up) for batch in BATCHES]
 
 
-__all__ = ["V4_RATIOS", "Subject", "metadata_classes", "run_one", "stale_state", "subjects"]
+__all__ = [
+    "V4_CLASS",
+    "V4_RATIOS",
+    "Subject",
+    "metadata_classes",
+    "run_one",
+    "stale_state",
+    "subjects",
+]
