@@ -4,8 +4,9 @@ The stale-state oracle (:mod:`regress.dsa.staleness`) reports every field whose 
 differs from its from-scratch value. A field leaves that report only by a row here, one field per
 row (never a pattern), each with the upstream reason and the upstream line that shows it, read in
 the commit named. A row may be limited to checkpoint kinds (``draft_step`` covers
-``draft_step_<i>`` and ``f2:draft_step_<i>``: a label's kind is what follows its last colon,
-without the step number) and to metadata classes. Rows were decided with the upstream code in hand; candidate upstream defects
+``draft_step_<i>``, ``f2:draft_step_<i>`` and ``draft_step_<i>@update_for_spec_dec#2``: a label's
+kind is what follows its last colon, before an ``@`` (the caller's own call), without the step
+number) and to metadata classes. Rows were decided with the upstream code in hand; candidate upstream defects
 are never rows: they are written up in ``docs/findings.md``.
 """
 
@@ -38,7 +39,7 @@ class Allowed:
     classes: tuple[str, ...] = ()
 
     def covers(self, found: StaleField, owner: str) -> bool:
-        kind = re.sub(r"_\d+$", "", found.checkpoint.rsplit(":", 1)[-1])
+        kind = re.sub(r"_\d+$", "", found.checkpoint.rsplit(":", 1)[-1].split("@", 1)[0])
         return (
             found.field == self.field
             and (not self.checkpoints or kind in self.checkpoints)
@@ -215,6 +216,26 @@ ALLOWED: tuple[Allowed, ...] = (
         f"{_C_INDEXER}: Indexer.prepare `metadata.num_ctx_kv_tokens = ...`; "
         "Indexer.sparse_attn_indexer `elif metadata.num_ctx_kv_tokens == 0:`",
         _DRAFT,
+    ),
+    # seen only when upstream's own worker drives the loop (issue 19's real tree N-v4:
+    # benchmarks/upstream.md, "Upstream's own caller on the newest stored stack")
+    Allowed(
+        "use_spec_decoding",
+        "a mode the worker itself sets for the chained draft steps and resets after the loop: "
+        "an input of the caller, not state prepare() derives from the layout (a fresh object "
+        "holds what the announcement set)",
+        "tensorrt_llm/_torch/speculative/eagle3.py, stored id 51981746824: "
+        "Eagle3OneModelWorker.forward `attn_metadata.use_spec_decoding = False` in the draft "
+        "loop, `attn_metadata.use_spec_decoding = True` after it",
+        _DRAFT,
+    ),
+    Allowed(
+        "_prepare_host_stage_slot",
+        "which slot of prepare()'s ring of pinned host staging buffers the last prepare() used: "
+        "it advances on every prepare() by design, so an object that prepared twice holds "
+        "another slot than a fresh one that prepared once",
+        f"{_STAGE}, `_acquire_prepare_host_stage_slot` `slot = (self._prepare_host_stage_slot + 1) "
+        "% len(ring)`",
     ),
     # DeepSeek-V4 (decided on its metadata @ 5ca7a947 over the era-C DSA files above)
     Allowed(

@@ -23,6 +23,7 @@ Checkpoints of the draft loop (:func:`draft_loop_checkpoints`):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,19 +73,10 @@ def draft_loop_checkpoints(
 ) -> Iterator[Checkpoint]:
     """The checkpoints of one draft loop of :func:`regress.dsa.lifecycle.iter_draft_loop`.
 
-    The names ``prepare_for_spec_dec`` is called with are recorded (an instance-level spy,
-    removed when the loop ends): they are the restore's contract.
+    The names ``prepare_for_spec_dec`` is called with are recorded (:func:`saved_fields`): they
+    are the restore's contract.
     """
-    saved: list[str] = []
-    original = getattr(metadata, "prepare_for_spec_dec", None)
-    if original is not None:
-
-        def spy(*names: str, **kwargs: Any) -> Any:
-            saved.extend(names)
-            return original(*names, **kwargs)
-
-        metadata.prepare_for_spec_dec = spy
-    try:
+    with saved_fields(metadata) as saved:
         for stage, step in iter_draft_loop(
             metadata, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens
         ):
@@ -94,9 +86,30 @@ def draft_loop_checkpoints(
                 yield Checkpoint(f"draft_step_{step}", replay=("update_for_spec_dec",))
             elif stage == "restore" and saved:
                 yield Checkpoint("restore", scope=tuple(saved), against="draft_begin")
+
+
+@contextmanager
+def saved_fields(metadata: Any) -> Iterator[list[str]]:
+    """The field names ``prepare_for_spec_dec`` is called with inside the block.
+
+    An instance-level spy, removed on leaving; a caller's own spies may wrap it meanwhile and
+    must have put it back by then (:mod:`regress.upstream.caller` does).
+    """
+    saved: list[str] = []
+    original = getattr(metadata, "prepare_for_spec_dec", None)
+    if original is None:
+        yield saved
+        return
+
+    def spy(*names: str, **kwargs: Any) -> Any:
+        saved.extend(names)
+        return original(*names, **kwargs)
+
+    metadata.prepare_for_spec_dec = spy
+    try:
+        yield saved
     finally:
-        if original is not None:
-            del metadata.prepare_for_spec_dec
+        metadata.__dict__.pop("prepare_for_spec_dec", None)
 
 
 def check_states(
@@ -153,4 +166,5 @@ __all__ = [
     "CheckpointResult",
     "check_states",
     "draft_loop_checkpoints",
+    "saved_fields",
 ]

@@ -229,6 +229,16 @@ class WriteLog:
             self._unpatch()
 
     @contextmanager
+    def in_thread(self) -> Iterator[None]:
+        """Record in-place writes made in the calling thread too (torch function modes are per
+        thread: a caller that drives the metadata from a helper thread enters this there)."""
+        if self._mode is None:
+            yield
+            return
+        with type(self._mode)():
+            yield
+
+    @contextmanager
     def paused(self) -> Iterator[None]:
         """Stop recording inside the block (the oracle's own reads and copies)."""
         before, self.active = self.active, False

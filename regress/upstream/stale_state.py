@@ -1,7 +1,7 @@
 """``stale_state``: the stale-state oracle on the real metadata classes of a tree, in the sandbox.
 
-At every checkpoint of the draft loop (:func:`regress.dsa.stale_check.draft_loop_checkpoints`,
-fed by :mod:`regress.dsa.lifecycle`'s model of the one-model MTP-Eagle worker) and after the next
+At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree has
+one, :mod:`regress.upstream.stale_loop`; regress's model of the MTP-Eagle loop else) and after the next
 forward's ``prepare()``, a fresh object of the same class, built with the same construction
 settings and announcement, is given the layout the live one describes and prepared the way the
 executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths through
@@ -28,13 +28,13 @@ from regress.dsa.invariants import Violation
 from regress.dsa.lifecycle import Forward, announce
 from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, Batch
 from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
-from regress.dsa.stale_check import draft_loop_checkpoints as model_checkpoints
 from regress.dsa.staleness import StaleField, StateLayout
 from regress.dsa.write_log import WriteLog
 from regress.upstream.eras import Upstream, build_params
 from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
 from regress.upstream.maps import dsa_family, load_class
 from regress.upstream.results import ScenarioResult, Step
+from regress.upstream.stale_loop import draft_loop
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -92,15 +92,19 @@ def _recipe(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: int,
     return Recipe(make, prepare)
 
 
-def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Checkpoint]:
+def _forwards(
+    up: Upstream, live: Any, recipe: Recipe, batch: Batch, k: int, loop: Any
+) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    The next forward batches the same requests, all generations now, in reverse order (the
-    scheduler keeps no order among generations), so every buffer row changes hands. Its
-    checkpoints are labelled ``f2:<label>``; the allow table matches the label after the colon.
+    ``loop(live, k, accepted)`` runs one draft loop (:func:`regress.upstream.stale_loop.draft_loop`:
+    upstream's worker where the tree has one). The next forward batches the same requests, all
+    generations now, in reverse order (the scheduler keeps no order among generations), so every
+    buffer row changes hands. Its checkpoints are labelled ``f2:<label>``; the allow table matches
+    the label after the colon.
     """
     accepted = batch.accepted(k)
-    yield from model_checkpoints(live, k, accepted)
+    yield from loop(live, k, accepted)
     after = tuple(
         c + s if i < batch.num_contexts else c + a
         for i, (c, s, a) in enumerate(zip(batch.cached, batch.seq_lens, accepted, strict=True))
@@ -110,7 +114,7 @@ def _forwards(live: Any, recipe: Recipe, batch: Batch, k: int) -> Iterator[Check
     announce(live, Forward(seq_lens=nxt.seq_lens), k)
     recipe.prepare(live, nxt.layout(k, batch.prompts()[::-1], ids))
     yield Checkpoint("f2:prepare")
-    for cp in model_checkpoints(live, k, nxt.accepted(k)):
+    for cp in loop(live, k, nxt.accepted(k)):
         against = f"f2:{cp.against}" if cp.against else None
         yield Checkpoint(f"f2:{cp.label}", cp.replay, cp.scope, against)
 
@@ -150,12 +154,16 @@ def run_one(up: Upstream, subject: Subject, batch: Batch, k: int = DRAFT_LEN) ->
     kvm = subject.manager()
     recipe = _recipe(up, subject, kvm, len(batch.seq_lens), k)
     log = WriteLog([up.plan.checkout, _REPO])
+    callers: list[str] = []
+
+    def loop(md: Any, k: int, accepted: list[int]) -> Iterator[Checkpoint]:
+        return draft_loop(up, md, k, accepted, callers, thread_context=log.in_thread)
+
     with log:
         live = log.watch(recipe.make())
         recipe.prepare(live, batch.layout(k))
-        results = check_states(
-            live, recipe, _forwards(live, recipe, batch, k), draft_len=k, log=log
-        )
+        forwards = _forwards(up, live, recipe, batch, k, loop)
+        results = check_states(live, recipe, forwards, draft_len=k, log=log)
     for r in results:
         result.steps.append(_step(r))
         result.add([_violation(f) for f in r.unexplained], r.checkpoint.label)
@@ -165,7 +173,7 @@ def run_one(up: Upstream, subject: Subject, batch: Batch, k: int = DRAFT_LEN) ->
     unexplained = f"; unexplained: {', '.join(stale)}" if stale else ""
     result.note = (
         f"{cls.__name__}: fields compared per checkpoint: {counts}; {allowed} explained"
-        f"{unexplained}"
+        f"{unexplained}; caller: {'; '.join(dict.fromkeys(callers))}"
     )
     return result
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _upstream_trees import LAYOUT, tree_files, write_files
+from _upstream_trees import LAYOUT, caller_files, tree_files, write_files
 
 _TRTLLM_PREPARE = (
     "        self.kv_lens_cuda[: self.num_seqs].copy_(self.kv_lens[: self.num_seqs], "
@@ -186,13 +186,19 @@ def _add_v4(files: dict[str, str], dsa_key: str, plant: str | None) -> None:
 
 
 def stale_tree_files(
-    era: str = "C", fix: str = "post", plant: str | None = None, v4: bool = False
+    era: str = "C",
+    fix: str = "post",
+    plant: str | None = None,
+    v4: bool = False,
+    workers: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """The files of one healthy (or planted) fake tree, relative to the checkout root.
 
     ``v4`` adds DeepSeek-V4's metadata (era C); the plant ``v4_ratio_not_refreshed`` implies it.
+    ``workers`` adds upstream-shaped one-model workers (``_upstream_trees.caller_files``), whose
+    own draft loop then drives the metadata.
     """
-    files = tree_files(era, fix)
+    files = caller_files(era, fix, workers=workers, guard=None) if workers else tree_files(era, fix)
     backends, dsa = LAYOUT[era]
     keys = {
         "trtllm": f"tensorrt_llm/{backends}/trtllm.py",
@@ -206,6 +212,9 @@ def stale_tree_files(
     files[keys["interface"]] = _edit(
         files[keys["interface"]], "    _saved: dict =", "    _saved_tensors: dict ="
     )
+    spec = "tensorrt_llm/_torch/speculative/interface.py"
+    if spec in files:  # the workers' paired-restore assert reads the same field
+        files[spec] = _edit(files[spec], "attn_metadata._saved:", "attn_metadata._saved_tensors:")
     files[keys["trtllm"]] = _edit(
         files[keys["trtllm"]], _TRTLLM_PREPARE, _TRTLLM_PREPARE + _REQUEST_TYPES
     )
@@ -230,7 +239,12 @@ def stale_tree_files(
 
 
 def build_stale_tree(
-    root: Path, era: str = "C", fix: str = "post", plant: str | None = None, v4: bool = False
+    root: Path,
+    era: str = "C",
+    fix: str = "post",
+    plant: str | None = None,
+    v4: bool = False,
+    workers: tuple[str, ...] = (),
 ) -> Path:
     """Write one tree of :func:`stale_tree_files` under ``root``; return ``root``."""
-    return write_files(root, stale_tree_files(era, fix, plant, v4))
+    return write_files(root, stale_tree_files(era, fix, plant, v4, workers))

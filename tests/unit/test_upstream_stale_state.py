@@ -123,3 +123,55 @@ def test_the_deepseek_v4_fake_manager_is_not_a_dsa_manager():
     ((check, _why),) = cache_manager_values("x.dsa")["x.dsa.cache_manager"].values()
     assert check(FakeKVCacheManager(2))
     assert not check(FakeDeepseekV4CacheManager(2, [4, 128, 1]))
+
+
+# --- driven by upstream's own worker (issue 19's caller) -----------------------------------------
+
+WORKER = ("eagle3",)
+
+
+def _labels(report) -> list[str]:
+    return [s.step for r in report.results for s in r.steps]
+
+
+def test_upstreams_worker_drives_the_loop_where_the_tree_has_one(tmp_path):
+    report = run_check(build_stale_tree(tmp_path, "C", workers=WORKER), scenarios=["stale_state"])
+    assert report.exit_code == 0, report.lines()
+    assert all(
+        "caller: upstream tensorrt_llm/_torch/speculative/eagle3.py" in r.note
+        for r in report.results
+    )
+    labels = _labels(report)
+    assert "draft_begin@prepare_for_spec_dec#1" in labels
+    assert (
+        "draft_step_0@update_for_spec_dec#1" in labels
+        and "draft_step_2@update_for_spec_dec#3" in labels
+    )
+    assert (
+        "restore@restore_from_spec_dec#1" in labels
+        and "f2:restore@restore_from_spec_dec#1" in labels
+    )
+    assert not any("on_update#" in label for label in labels)  # between a change and its refresh
+
+
+def test_without_a_worker_regress_model_drives_it(tmp_path):
+    report = run_check(build_stale_tree(tmp_path, "C"), scenarios=["stale_state"])
+    assert all("caller: regress model" in r.note for r in report.results)
+    assert "draft_step_0" in _labels(report)
+
+
+@pytest.mark.parametrize("era", ["B", "C"])
+def test_pre_fix_tree_is_caught_at_the_workers_own_call(tmp_path, era):
+    tree = build_stale_tree(tmp_path, era, fix="pre", workers=WORKER)
+    report = run_check(tree, scenarios=["stale_state"])
+    assert report.exit_code == 1
+    found = _unexplained(report)
+    assert "draft_step_0@update_for_spec_dec#1" in found["req_idx_per_token"]
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTED_FIELD))
+def test_each_plant_is_named_under_the_worker_too(tmp_path, plant):
+    tree = build_stale_tree(tmp_path, "C", plant=plant, workers=WORKER)
+    report = run_check(tree, scenarios=["stale_state"])
+    assert report.exit_code == 1, report.lines()
+    assert set(_unexplained(report)) == {PLANTED_FIELD[plant]}

@@ -69,3 +69,27 @@ def test_paused_writes_and_unwatched_objects_are_not_recorded():
             md.buf.fill_(2)
         other.buf.fill_(3)
     assert log.sites(md) == {} and log.last(other, "buf") is None
+
+
+def test_writes_in_another_thread_need_in_thread():
+    """Torch function modes are per thread: upstream's worker runs in the caller's helper thread."""
+    import threading
+
+    md = _Meta()
+    log = WriteLog([HERE.parent])
+
+    def write(entered: bool) -> None:
+        if entered:
+            with log.in_thread():
+                md.kv[:1] += 3  # @thread
+        else:
+            md.flags[:1] += 3
+
+    with log:
+        log.watch(md)
+        for entered in (False, True):
+            worker = threading.Thread(target=write, args=(entered,))
+            worker.start()
+            worker.join()
+    assert log.last(md, "flags") is None  # not recorded outside in_thread
+    assert _line(log.last(md, "kv")) == _where("# @thread")
