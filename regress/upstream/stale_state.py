@@ -1,8 +1,8 @@
 """``stale_state``: the stale-state oracle on the real metadata classes of a tree, in the sandbox.
 
-At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree has
-one, :mod:`regress.upstream.stale_loop`; regress's model of the MTP-Eagle loop else) and after the next
-forward's ``prepare()``, a fresh object of the same class, built with the same construction
+At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree
+has one, :mod:`regress.upstream.stale_loop`; regress's model of the MTP-Eagle loop else) and
+after the next forward's ``prepare()``, a fresh object of the same class, built with the same construction
 settings and announcement, is given the layout the live one describes and prepared the way the
 executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths through
 ``kv_cache_params``, ``prepare()``); every tensor and scalar attribute is compared
@@ -10,8 +10,9 @@ executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths 
 (:data:`regress.dsa.stale_allow.ALLOWED`) does not explain is a violation: the tree's derived
 state went stale. Nothing here names a field.
 
-Run on the DSA class and on its dense base ``TrtllmAttentionMetadata`` (spec-dec enabled, as
-the executor announces for MTP), so stale state outside DSA is found the same way. The batches and
+Run on the DSA class, on its dense base ``TrtllmAttentionMetadata`` (spec-dec enabled, as the
+executor announces for MTP), so stale state outside DSA is found the same way, and on every DSA
+subclass of the tree (DeepSeek-V4's, :func:`subjects`). The batches and
 capacities are :mod:`regress.dsa.stale_batches`'.
 """
 

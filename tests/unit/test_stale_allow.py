@@ -17,7 +17,16 @@ def _found(field: str, checkpoint: str) -> StaleField:
 ROW = Allowed("kv_lens", "host snapshot", "trtllm.py @ abc", ("draft_step",), ("Meta",))
 
 
-@pytest.mark.parametrize("checkpoint", ["draft_step_0", "draft_step_12", "f2:draft_step_1"])
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        "draft_step_0",
+        "draft_step_12",
+        "f2:draft_step_1",
+        "draft_step_0@update_for_spec_dec#1",  # under upstream's worker: its own call after "@"
+        "f2:draft_step_2@update_for_spec_dec#3",
+    ],
+)
 def test_a_row_covers_its_field_at_its_checkpoint_kinds(checkpoint):
     unexplained, allowed = explain([_found("kv_lens", checkpoint)], [ROW], "Meta")
     assert unexplained == [] and allowed[0][1] is ROW
@@ -28,6 +37,7 @@ def test_a_row_covers_its_field_at_its_checkpoint_kinds(checkpoint):
     [
         ("kv_lens_cuda", "draft_step_0", "Meta"),  # another field: never a prefix or pattern
         ("kv_lens", "restore", "Meta"),  # another checkpoint kind
+        ("kv_lens", "restore@restore_from_spec_dec#1", "Meta"),
         ("kv_lens", "draft_begin", "Meta"),
         ("kv_lens", "draft_step_0", "Other"),  # another class
     ],
