@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Iterator
 
 import click
 
@@ -16,7 +13,7 @@ import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recip
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.output import emit
-from regress.errors import INTERRUPTED, UsageError, exit_codes_help
+from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
 
 _D = defaults()
@@ -227,14 +224,14 @@ def run(**opts) -> None:
         keep_worktrees=opts["keep_worktrees"],
         signature=opts["signature"],
     )
-    try:
-        with _sigterm_as_interrupt():
-            result = run_bisect(config, progress=None if opts["quiet"] else _render)
-    except KeyboardInterrupt:
-        click.echo("regress: interrupted; rerun the same command to resume", err=True)
-        sys.exit(INTERRUPTED)
+    try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
+        result = run_bisect(config, progress=None if opts["quiet"] else _render)
+    except KeyboardInterrupt as exc:
+        said = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        click.echo(f"regress: {said}; rerun the same command to resume", err=True)
+        sys.exit(interrupt_exit_code(exc))
     to_stdout = opts["json_out"] == "-"
-    click.echo(result.summary(), err=to_stdout)
+    click.echo(result.summary(warnings=opts["quiet"]), err=to_stdout)  # else shown live
     emit(opts["json_out"], result.dumps(), option="--json")
     emit(opts["junit"], to_junit(result) if opts["junit"] else "", option="--junit")
     emit(opts["markdown"], to_markdown(result) if opts["markdown"] else "", option="--markdown")
@@ -322,21 +319,3 @@ def _gpus(text: str | None) -> list[str] | None:
     if not text:
         return None
     return [g.strip() for g in text.split(",") if g.strip()]
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's cancel) unwinds like Ctrl-C, so probes are killed and slots cleaned."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. embedded): leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

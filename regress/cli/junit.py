@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from regress.cli.output import write_output
+from regress.files import write_output
 
 
 @click.group()

@@ -3,20 +3,19 @@
 ``--json FILE|-`` writes a command's JSON document to FILE, or to standard output for ``-``; a bare
 ``--json`` (no value, or followed by another option) means ``-``, which keeps ``regress defects
 --json`` working as it did when it was a flag. Paths are checked before the work with
-:func:`regress.files.check_output_path`; writing goes through :func:`regress.files.write_atomic`,
-and a write error is bad input (exit 2), never a "regression found".
+:func:`regress.files.check_output_path`; writing goes through :func:`regress.files.write_output`
+(the one writer: a regular file atomically, a device, FIFO or ``/dev/stdout`` in place), and a
+write error is bad input (exit 2), never a "regression found".
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
 
-from regress.errors import UsageError
-from regress.files import STDOUT, write_atomic
+from regress.files import STDOUT, write_output
 
 
 def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no value): stdout."):
@@ -30,16 +29,6 @@ def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no v
         metavar="FILE|-",
         help=help_text,
     )
-
-
-def write_output(path: str | os.PathLike[str], data: str | bytes, *, option: str) -> None:
-    """Write an output file atomically; an OS error becomes a usage error naming the option."""
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot write ({exc.strerror}); choose another path"
-        ) from exc
 
 
 def emit(target: str | None, text: str, *, option: str) -> None:
