@@ -224,37 +224,69 @@ def guardian() -> Guardian:
     return _GUARDIAN_INSTANCE
 
 
-@contextlib.contextmanager
-def work_folder(
-    folder: str | os.PathLike[str] | None, *, prefix: str, keep: bool
-) -> Iterator[Path]:
+class WorkFolder:
     """The folder a command builds in, absolute, and gone afterwards unless ``keep``.
 
-    ``folder`` None makes a new temp folder. A relative path is resolved now, against the
-    current directory, so child processes that run elsewhere find it. Afterwards (also on error,
-    Ctrl-C and SIGTERM, and through the guardian after ``kill -9``) a folder this made is
-    removed, and a folder that already existed keeps existing with only what was put in it
-    removed: never delete a folder regress did not create.
-    """
-    import tempfile
+    ``folder`` None makes a new temp folder named ``prefix...``. A relative path is resolved now,
+    against the current directory, so child processes that run elsewhere (a probe in its clone)
+    find it. :meth:`close` (also after an error, Ctrl-C or SIGTERM; the guardian's after
+    ``kill -9``) removes a folder this made, and empties one that already existed, which keeps
+    existing: regress never deletes a folder it did not create.
 
-    made = folder is None or not Path(folder).exists()
-    if folder is None:
-        path = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
-    else:
-        path = Path(folder).expanduser().resolve()
-        path.mkdir(parents=True, exist_ok=True)
-    if not keep:
-        guardian().remove_on_death(path, contents_only=not made)
-    try:
-        yield path
-    finally:
+    Use it as a context manager, or call :meth:`close` in a ``finally``.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str] | None, *, prefix: str, keep: bool) -> None:
+        import tempfile
+
+        self.keep = keep
+        self.made = folder is None or not os.path.lexists(folder)
+        if folder is None:
+            self.path = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+        else:
+            self.path = Path(folder).expanduser().resolve()
+            self.path.mkdir(parents=True, exist_ok=True)
         if not keep:
-            if made:
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                _empty(path)
-            guardian().keep(path, contents_only=not made)
+            guardian().remove_on_death(self.path, contents_only=not self.made)
+
+    def close(self) -> None:
+        if self.keep:
+            return
+        if self.made:
+            shutil.rmtree(self.path, ignore_errors=True)
+        else:
+            _empty(self.path)
+        guardian().keep(self.path, contents_only=not self.made)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_child(
+    argv: list[str], *, capture_output: bool = False, **popen
+) -> subprocess.CompletedProcess:
+    """:func:`subprocess.run` for a child that must not outlive regress.
+
+    The child gets its own session (a terminal's Ctrl-C reaches regress only, which then ends
+    the child's whole group: SIGTERM, so a child regress cleans up too, then SIGKILL after the
+    grace period) and is registered with the guardian while it runs (``kill -9`` of regress ends
+    it). ``popen`` goes to :class:`subprocess.Popen` (``text``, ``stdout``, ``env``, ``cwd``...).
+    """
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with subprocess.Popen(argv, start_new_session=True, **popen) as proc:
+        guardian().watch_group(proc.pid)
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            kill_group(proc)
+            raise
+        finally:
+            guardian().release_group(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _empty(folder: Path) -> None:

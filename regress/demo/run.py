@@ -8,9 +8,7 @@ bisect's own per-round updates.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,6 +17,7 @@ from typing import Any
 
 from regress.demo.history import DemoRepo, build_demo_repo
 from regress.demo.probes import ACCEPTANCE_PROBE, EVENTS_ENV, LAYERWISE_PROBE, write_probes
+from regress.processes import WorkFolder
 from regress.progress import Progress
 
 
@@ -206,7 +205,9 @@ def run_demo(
     """
     started = time.monotonic()
     report = _Reporter(progress, started)
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="regress-demo-"))
+    # resolved now; a folder the user made is emptied, never deleted
+    work = WorkFolder(workdir, prefix="regress-demo-", keep=keep)
+    root = work.path
     try:
         report("setup", f"writing a {commits}-commit history with two planted regressions")
         repo = build_demo_repo(root / "repo", commits=commits, seed=seed)
@@ -244,5 +245,4 @@ def run_demo(
         result.seconds = round(time.monotonic() - started, 2)
         return result
     finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+        work.close()

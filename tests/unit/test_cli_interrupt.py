@@ -1,4 +1,5 @@
-"""Ctrl-C of a real ``regress accept`` and ``regress demo`` process: exit 130, nothing left behind.
+"""Ctrl-C, SIGTERM and kill -9 of real ``regress accept`` and ``regress demo`` processes: exit 130
+or 143, nothing left behind (no report, no temp folder, no probe).
 
 Both used to exit 1 on Ctrl-C, the code that means "regression found" / "culprit missed". These
 run the console entry point in a child process and send it SIGINT once its progress shows it is
@@ -11,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+
+from _processes import processes_in, wait_for
 
 
 def _start(args: list[str], **env: str) -> subprocess.Popen:
@@ -49,6 +52,24 @@ def test_ctrl_c_in_accept_exits_130_and_writes_no_report(tmp_path):
     assert not report.exists()
 
 
+def test_sigterm_in_accept_exits_143_and_writes_no_report(tmp_path):
+    report = tmp_path / "r.json"
+    proc = _start(
+        ["accept", "--batch-sizes", "1,8", "--max-new-tokens", "64", "--json", str(report)],
+        REGRESS_DEFECTS="",
+    )
+    seen = b""
+    while b"profiling" not in seen:
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, seen.decode()[-2000:]
+        seen += chunk
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, (seen + err).decode()[-2000:]
+    assert (seen + err).decode().rstrip().endswith("regress: terminated (SIGTERM)")
+    assert not report.exists()
+
+
 def test_ctrl_c_in_demo_exits_130_and_removes_its_workdir(tmp_path):
     workdir = tmp_path / "demo"
     proc = _start(
@@ -62,3 +83,53 @@ def test_ctrl_c_in_demo_exits_130_and_removes_its_workdir(tmp_path):
     assert err.decode().rstrip().endswith("regress: interrupted")
     assert "Traceback" not in err.decode()
     assert not workdir.exists()
+
+
+def test_sigterm_in_demo_exits_143_and_leaves_no_temp_folder_and_no_probe(tmp_path):
+    # What a cancelled CI job or Slurm sends: the default temp folder (under TMPDIR) goes, and so
+    # does the probe running in it.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start(
+        ["demo", "--commits", "8"],
+        TMPDIR=str(tmp),
+        REGRESS_DEMO_PROMPTS="4",
+        REGRESS_DEMO_TOKENS="16",
+        REGRESS_DEFECTS="",
+    )
+    seen = b""
+    while b"probe run 1 started" not in seen:
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, seen.decode()[-2000:]
+        seen += chunk
+    [work] = list(tmp.iterdir())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    err = (seen + err).decode()
+    assert proc.returncode == 143, err[-2000:]
+    assert err.rstrip().endswith("regress: terminated (SIGTERM)")
+    assert "Traceback" not in err
+    assert list(tmp.iterdir()) == []
+    assert processes_in(work) == []
+
+
+def test_kill_9_of_demo_leaves_no_temp_folder_and_no_probe(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start(
+        ["demo", "--commits", "8"],
+        TMPDIR=str(tmp),
+        REGRESS_DEMO_PROMPTS="4",
+        REGRESS_DEMO_TOKENS="16",
+        REGRESS_DEFECTS="",
+    )
+    seen = b""
+    while b"probe run 1 started" not in seen:
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, seen.decode()[-2000:]
+        seen += chunk
+    [work] = list(tmp.iterdir())
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    wait_for(lambda: list(tmp.iterdir()) == [], timeout=30)
+    assert processes_in(work) == []
