@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -267,8 +268,9 @@ def _check_creatable(folder: Path, where: str) -> None:
             f"{where}: cannot create files under {folder} (permission denied); "
             "choose a writable folder"
         )
+    probe = folder / f".regress-write-check-{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        fd, probe = tempfile.mkstemp(prefix=".regress-write-check-", dir=folder)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         raise UsageError(
             f"{where}: cannot create files under {folder} ({exc.strerror}); "
@@ -293,6 +295,26 @@ def read_text(path: str | os.PathLike[str], *, what: str) -> str:
             f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "is it the right file?"
         ) from exc
+
+
+def parse_yaml(text: str, *, what: str) -> Any:
+    """``yaml.safe_load`` of a file the user named; malformed YAML is one line of bad input.
+
+    PyYAML's own message spans up to eight lines (context, snippet, caret); the user needs where
+    and what: ``line 3, column 1: expected ',' or ']', but got '<stream end>'``.
+
+    Args:
+        what: the file as the message should name it (``"baseline x.yaml"``).
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{what} is not valid YAML ({where}{problem}); fix the file") from None
 
 
 def _is_descriptor_path(path: Path) -> bool:

@@ -21,7 +21,7 @@ from regress.bisect import git as gitlib
 from regress.bisect import registry
 from regress.bisect.config import BisectConfig
 from regress.bisect.evaluator import BisectProgress, Evaluator, ReplayExhausted
-from regress.bisect.history import Range, cache_root, resolve_range
+from regress.bisect.history import Range, cache_root, cache_writes, resolve_range
 from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
 from regress.bisect.runner import Overlay, Runner, RunnerConfig
@@ -85,7 +85,10 @@ def run_bisect(
     warnings = _warnings(rng, plan.recipe) + ([capped] if capped else [])
     for w in warnings:
         emit(BisectProgress("warning", w))
-    with contextlib.nullcontext() if replay_only else locked(root):
+    with contextlib.ExitStack() as stack:
+        if not replay_only:
+            stack.enter_context(cache_writes(root, config.cache_dir))  # a full disk: exit 2
+            stack.enter_context(locked(root))
         result = _execute(config, rng, root, plan, key, emit, started, replay_only)
         result.warnings = warnings + result.warnings
         result.elapsed_s = time.monotonic() - started

@@ -12,6 +12,7 @@ import regress.trtllm.probes
 import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
+from regress.cli.options import FiniteFloat
 from regress.cli.output import emit
 from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
@@ -67,6 +68,7 @@ def _where(f):
     return click.option(
         "--cache-dir",
         default=None,
+        metavar="DIR",
         help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
     )(f)
 
@@ -93,7 +95,7 @@ def _where(f):
     "--metric-regex", default=None, help="metric probe: regex whose first group is the number."
 )
 @click.option(
-    "--threshold", type=float, default=None, help="metric probe: judge each run against X."
+    "--threshold", type=FiniteFloat(), default=None, help="metric probe: judge each run against X."
 )
 @click.option(
     "--higher-is-better/--lower-is-better",
@@ -111,7 +113,7 @@ def _where(f):
 @click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
 @click.option(
     "--confidence",
-    type=float,
+    type=FiniteFloat(),
     default=_D["confidence"],
     show_default=True,
     help="Posterior probability the culprit needs (flaky mode).",
@@ -160,7 +162,10 @@ def _where(f):
 )
 @click.option("--build", default=None, help="Shell command run in the worktree before the probe.")
 @click.option(
-    "--timeout", type=float, default=None, help="Kill a build or probe after S seconds (skip)."
+    "--timeout",
+    type=FiniteFloat(),
+    default=None,
+    help="Kill a build or probe after S seconds (skip).",
 )
 @click.option(
     "--overlay", multiple=True, help="SRC[:DEST] copied into every worktree (repeatable)."
@@ -175,10 +180,21 @@ def _where(f):
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
 @click.option(
-    "--json", "json_out", default=None, help="Write the result as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the result as JSON to FILE, or - for stdout.",
 )
-@click.option("--junit", default=None, help="Write a JUnit report (a testcase per probed commit).")
-@click.option("--markdown", default=None, help="Write a markdown summary for a PR comment.")
+@click.option(
+    "--junit",
+    default=None,
+    metavar="FILE|-",
+    help="Write a JUnit report (a testcase per probed commit).",
+)
+@click.option(
+    "--markdown", default=None, metavar="FILE|-", help="Write a markdown summary for a PR comment."
+)
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
@@ -241,7 +257,11 @@ def run(**opts) -> None:
 @bisect.command("log")
 @_where
 @click.option(
-    "--json", "json_out", default=None, help="Write the runs as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the runs as JSON to FILE, or - for stdout.",
 )
 def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
@@ -264,7 +284,11 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 @bisect.command("status")
 @_where
 @click.option(
-    "--json", "json_out", default=None, help="Write the state as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the state as JSON to FILE, or - for stdout.",
 )
 def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""

@@ -28,8 +28,20 @@ from regress.upstream.check import ENV_VAR
     help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
     "runner_guard, sentinel_lifecycle.",
 )
-@click.option("--sm", type=int, default=90, show_default=True, help="SM version the code sees.")
-@click.option("--json", "json_out", default=None, help="Write the report as JSON to FILE, or -.")
+@click.option(
+    "--sm",
+    type=click.IntRange(min=1),
+    default=90,
+    show_default=True,
+    help="SM version the code sees (90 Hopper, 100 Blackwell).",
+)
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the report as JSON to FILE, or -.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None, quiet: bool):
     """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
@@ -39,7 +51,7 @@ def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None
     When the sandbox cannot load the tree, the missing piece is named.
     """
     from regress.errors import UsageError
-    from regress.files import STDOUT, check_output_path, write_atomic
+    from regress.files import STDOUT, check_output_path, write_output
     from regress.upstream.check import run_check, scenario_names
     from regress.upstream.eras import Settings
 
@@ -59,8 +71,5 @@ def check(source: str, scenarios: tuple[str, ...], sm: int, json_out: str | None
         if to_stdout:
             click.echo(text, nl=False)
         else:
-            try:
-                write_atomic(json_out, text)
-            except OSError as exc:
-                raise UsageError(f"cannot write --json {json_out}: {exc}") from exc
+            write_output(json_out, text, option="--json")
     sys.exit(report.exit_code)

@@ -11,6 +11,7 @@ write error is bad input (exit 2), never a "regression found".
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
@@ -31,11 +32,14 @@ def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no v
     )
 
 
-def emit(target: str | None, text: str, *, option: str) -> None:
-    """Write ``text`` where an output option says: nowhere (None), stdout (``-``) or a file."""
+def emit(target: str | os.PathLike[str] | None, text: str | bytes, *, option: str) -> None:
+    """Write ``text`` where an output option says: nowhere (None), stdout (``-``) or a file.
+
+    The one writer of every path option: a file goes through :func:`regress.files.write_output`.
+    """
     if target is None:
         return
-    if target == STDOUT:
+    if str(target) == STDOUT:
         click.echo(text, nl=False)
         return
     write_output(target, text, option=option)
@@ -45,9 +49,5 @@ def emit_json(doc: Any, json_out: str | None) -> bool:
     """Write ``doc`` where ``--json`` says; returns True when it went to stdout (print nothing else)."""
     if json_out is None:
         return False
-    text = json.dumps(doc, indent=2)
-    if json_out == STDOUT:
-        click.echo(text)
-        return True
-    write_output(json_out, text + "\n", option="--json")
-    return False
+    emit(json_out, json.dumps(doc, indent=2) + "\n", option="--json")
+    return json_out == STDOUT

@@ -210,6 +210,8 @@ def probe_exit_code(path: Path, scenarios: Sequence[str] | None = None) -> tuple
 
 register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
 register_recipe(
-    "trtllm-precompiled", lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel)
+    "trtllm-precompiled",
+    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
+    reads=("wheel",),
 )
 register_recipe("trtllm-source", lambda config: SourceRecipe())
