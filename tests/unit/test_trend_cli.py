@@ -86,6 +86,31 @@ def test_since_keeps_an_old_regression_from_alarming(runner, tmp_path):
     assert _invoke(runner, *args, "--since", night(30)).exit_code == 0
 
 
+def test_since_the_first_bad_night_alarms_on_or_after_not_only_after(runner, tmp_path):
+    # Mutation guarded: `first_bad["date"] >= since` as `>` (trend/check.py) let a regression
+    # first seen on the --since night itself pass silently.
+    _fill(tmp_path, step_series(40, at=(15,), sizes=(-STEP,), seed=4))
+    args = [
+        "trend",
+        "check",
+        "--store",
+        str(tmp_path),
+        "--metric",
+        "runs[batch=8].acceptance_length",
+    ]
+    assert _invoke(runner, *args, "--since", night(15)).exit_code == 1  # the first bad night
+    assert _invoke(runner, *args, "--since", night(16)).exit_code == 0  # the night after
+
+
+def test_a_since_that_is_no_date_names_since(runner, tmp_path):
+    _fill(tmp_path, step_series(10, seed=5))
+    res = runner.invoke(cli, ["trend", "check", "--store", str(tmp_path), "--since", "yesterday"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "regress: error: --since 'yesterday' is not a date; give YYYY-MM-DD or an ISO-8601 time"
+    )
+
+
 def test_bad_input_exits_2(runner, tmp_path):
     empty = str(tmp_path / "none")
     assert _invoke(runner, "trend", "check", "--store", empty).exit_code == 2
