@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -53,14 +54,21 @@ def cache_writes(root: Path, cache_dir: str | None) -> Iterator[None]:
         yield
     except OSError as exc:
         where = Path(str(exc.filename)) if exc.filename else None
-        if where is None or not (where == root or root in where.parents or where in root.parents):
+        if where is None:  # a write() names no file; these errnos are the disk's
+            if exc.errno not in _DISK_ERRNOS:
+                raise
+        elif not (where == root or root in where.parents or where in root.parents):
             raise
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
         raise UsageError(
             f"{_cache_source(cache_dir)}: cannot write the bisect cache ({exc.strerror}: "
-            f"{exc.filename}); give a writable folder with free space"
+            f"{exc.filename or root}); give a writable folder with free space"
         ) from exc
+
+
+#: Write errors a full or read-only disk raises without naming a file.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
 
 
 @dataclass

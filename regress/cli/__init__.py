@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import sys
+import traceback
 
 import click
 
@@ -197,23 +198,21 @@ def _flat(message: str) -> str:
 
 
 def _stdout_failed(exc: OSError) -> bool:
-    """Whether ``exc`` came from standard output: it names no file and stdout cannot flush.
+    """Whether ``exc`` came from writing standard output (``click.echo`` to a full or closed
+    stdout: the error names no file, and its traceback passes through ``click.echo``).
 
     Standard output then gets ``/dev/null`` underneath, so the interpreter's own flush at exit
     does not print a second error.
     """
     if exc.filename is not None:
         return False
-    try:
-        sys.stdout.flush()
-    except OSError:
-        pass
-    else:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not any(f.name == "echo" and f.filename == click.utils.__file__ for f in frames):
         return False
     try:
         fd = sys.stdout.fileno()
     except (OSError, ValueError):
-        return True
+        return True  # CliRunner's stdout: nothing underneath to silence
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, fd)
     os.close(null)
