@@ -17,7 +17,7 @@ import traceback
 
 import click
 
-from regress import __version__
+from regress import DISTRIBUTION, __version__
 from regress.errors import (
     BAD_INPUT,
     FAILED,
@@ -91,7 +91,7 @@ def _check_extra(name: str) -> None:
     if not found:
         raise MissingDependencyError(
             f"regress {name} needs {module}, which is not installed. Install the '{extra}' extra: "
-            f"pip install torch==2.13.0 && pip install 'regress[{extra}]' "
+            f"pip install torch==2.13.0 && pip install '{DISTRIBUTION}[{extra}]' "
             f"(in a checkout: pip install -e '.[{extra}]')"
         )
 
