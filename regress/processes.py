@@ -11,7 +11,11 @@ Three layers, each for a way regress can end:
 * **kill -9** runs no Python at all, so a separate, tiny **guardian** process (:func:`guardian`)
   watches this one through a pipe. Whatever is registered with it (the process groups of the
   probes in flight, the temp folders of a demo) is ended and removed when the pipe closes without
-  having been released, which the kernel does when this process dies, however it dies. The
+  having been released, which the kernel does when this process dies, however it dies. Every
+  process regress starts also carries the guardian's token in its environment
+  (:data:`GUARDIAN_ENV`, :meth:`Guardian.child_env`), and the guardian ends those too: a probe
+  killed in the moment between its start and its registration, or a process it moved into a
+  group of its own, is found by the mark. The
   guardian is plain standard-library Python started with ``-S -I`` (about 20 ms), imports
   nothing of regress, ignores SIGINT, SIGTERM and SIGHUP (a terminal's Ctrl-C must not take it
   down before it is needed) and lives in its own session, so a signal to this process group
@@ -28,13 +32,14 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from regress.errors import Terminated
@@ -45,9 +50,15 @@ KILL_GRACE_S = 5.0
 #: The guardian's argv marker (``ps`` shows it; tests find the guardian by it).
 GUARDIAN_NAME = "regress-guardian"
 
+#: Environment variable that marks every process regress starts: the tokens of the guardians
+#: whose regress started it (space separated; a regress started by a regress adds its own).
+GUARDIAN_ENV = "REGRESS_GUARDIANS"
+
 # The guardian: read "+g PGID", "-g PGID", "+d DIR", "-d DIR", "+c DIR", "-c DIR" lines until EOF,
-# then end every group still registered (TERM, a grace period, KILL) and remove every folder
-# (+d) or folder's contents (+c) still registered. Standard library only; no regress import.
+# then end every group still registered, and the group of every process whose environment
+# carries this guardian's token (argv[3]; that covers a probe killed between its start and its
+# registration, and what it spawned into other groups), with TERM, a grace period, KILL; then
+# remove every folder (+d) or folder's contents (+c) still registered. Standard library only.
 _GUARDIAN = r"""
 import os, shutil, signal, sys, time
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -57,6 +68,18 @@ for raw in sys.stdin.buffer:
     line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
     if len(line) > 3 and line[0] in "+-" and line[1] in held:
         (held[line[1]].add if line[0] == "+" else held[line[1]].discard)(line[3:])
+mark = ("%s=" % sys.argv[4]).encode()
+token = sys.argv[3].encode()
+mine = os.getpgid(0)
+for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+    try:
+        with open("/proc/" + pid + "/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+        tokens = [v[len(mark):].split() for v in env if v.startswith(mark)]
+        if tokens and token in tokens[0] and os.getpgid(int(pid)) != mine:
+            held["g"].add(str(os.getpgid(int(pid))))
+    except (OSError, ValueError):
+        continue
 def alive(group):
     try:
         os.killpg(group, 0)
@@ -154,6 +177,21 @@ class Guardian:
         self._proc: subprocess.Popen[bytes] | None = None
         self._failed = False
         self._owner = 0
+        self.token = ""
+
+    def child_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``env`` (default: this process's) marked for this guardian; starts the guardian.
+
+        Give it to every process started on regress's behalf: whatever carries the mark when
+        regress dies is ended, even one that started a moment before it was registered.
+        """
+        with self._lock:
+            self._started()
+            token = self.token
+        out = dict(os.environ if env is None else env)
+        if token:
+            out[GUARDIAN_ENV] = " ".join([*out.get(GUARDIAN_ENV, "").split(), token])
+        return out
 
     def watch_group(self, pgid: int) -> None:
         """End process group ``pgid`` if this process dies before :meth:`release_group`."""
@@ -187,11 +225,14 @@ class Guardian:
     def _started(self) -> subprocess.Popen[bytes] | None:
         if self._owner != os.getpid():  # a forked child must not share its parent's guardian
             self._proc, self._failed, self._owner = None, False, os.getpid()
+            self.token = ""
         if self._proc is not None or self._failed:
             return self._proc
+        token = secrets.token_hex(8)
+        argv = [GUARDIAN_NAME, str(KILL_GRACE_S), token, GUARDIAN_ENV]
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-S", "-I", "-c", _GUARDIAN, GUARDIAN_NAME, str(KILL_GRACE_S)],
+                [sys.executable, "-S", "-I", "-c", _GUARDIAN, *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -201,6 +242,7 @@ class Guardian:
         except OSError:
             self._failed = True
             return None
+        self.token = token
         atexit.register(self._close)
         return self._proc
 
@@ -277,6 +319,7 @@ def run_child(
     """
     if capture_output:
         popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    popen["env"] = guardian().child_env(popen.get("env"))
     with subprocess.Popen(argv, start_new_session=True, **popen) as proc:
         guardian().watch_group(proc.pid)
         try:

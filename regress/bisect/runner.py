@@ -270,7 +270,7 @@ class Runner:
         )
 
     def _env(self, slot: int, sha: str, worktree: Path) -> dict[str, str]:
-        env = dict(os.environ)
+        env = guardian().child_env()  # marked: ended with regress, however it dies
         env.update(self.config.env)
         env.update(REGRESS_COMMIT=sha, REGRESS_WORKTREE=str(worktree), REGRESS_JOB=str(slot))
         if self.config.gpus is not None:

@@ -176,8 +176,12 @@ class _OneLineUsageError(click.UsageError):
     """A click usage error shown as one line (click's own is Usage, Try and Error: three)."""
 
     def show(self, file=None) -> None:
-        where = self.ctx.command_path if self.ctx is not None else "regress"
-        sub = where.partition(" ")[2]
+        names, ctx = [], self.ctx
+        while ctx is not None:
+            names.append(ctx.info_name or "")
+            ctx = ctx.parent
+        sub = " ".join(reversed(names[:-1]))  # the root is `regress`, however it was invoked
+        where = f"regress {sub}".rstrip()
         message = _flat(self.format_message()).rstrip(".")
         click.echo(
             f"regress: error: {f'{sub}: ' if sub else ''}{message} (see `{where} --help`)",

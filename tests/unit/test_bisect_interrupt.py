@@ -75,6 +75,12 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+def probe_pid(tmp: Path) -> int:
+    """The pid of the first probe that started (it publishes it by rename)."""
+    wait_for(lambda: (tmp / "probe.pid").exists() and (tmp / "probe.pid").read_text())
+    return int((tmp / "probe.pid").read_text())
+
+
 def setup(tmp_path):
     repo = tmp_path / "repo"
     shas = regression_history(repo, 32, 21)
@@ -116,13 +122,12 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     repo, shas = setup(tmp_path)
     before = snapshot(repo)
     proc = start(tmp_path, repo, shas, "30")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    probe_pid = int((tmp_path / "probe.pid").read_text())
+    first = probe_pid(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
-    wait_for(lambda: not alive(probe_pid))
+    wait_for(lambda: not alive(first))
     state = bisect_status(str(repo), str(tmp_path / "cache"))
     assert state["session"] == "interrupted" and "rerun the same" in state["text"]
     assert snapshot(repo) == before
@@ -132,14 +137,13 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
 def test_sigterm_unwinds_like_ctrl_c_and_exits_143(tmp_path):
     repo, shas = setup(tmp_path)
     proc = start(tmp_path, repo, shas, "30")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    probe_pid = int((tmp_path / "probe.pid").read_text())
+    first = probe_pid(tmp_path)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 143, err.decode()
     assert "terminated (SIGTERM); rerun the same command to resume" in err.decode()
     assert "Traceback" not in err.decode()
-    wait_for(lambda: not alive(probe_pid))
+    wait_for(lambda: not alive(first))
     state = bisect_status(str(repo), str(tmp_path / "cache"))
     assert state["session"] == "interrupted"
     assert not any((tmp_path / "cache").rglob("slot-*"))
@@ -150,11 +154,10 @@ def test_kill_9_leaves_no_probe_running(tmp_path):
     # own (no guardian) fails this test.
     repo, shas = setup(tmp_path)
     proc = start(tmp_path, repo, shas, "120")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    probe_pid = int((tmp_path / "probe.pid").read_text())
+    first = probe_pid(tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    wait_for(lambda: not alive(probe_pid), timeout=30)
+    wait_for(lambda: not alive(first), timeout=30)
 
 
 def test_a_resumed_bisect_ends_the_probe_a_killed_run_left_in_its_slot(tmp_path):
@@ -162,8 +165,7 @@ def test_a_resumed_bisect_ends_the_probe_a_killed_run_left_in_its_slot(tmp_path)
     # in slot-0, where the resumed bisect would check out and probe beside it.
     repo, shas = setup(tmp_path)
     proc = start(tmp_path, repo, shas, "120")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    orphan = int((tmp_path / "probe.pid").read_text())
+    orphan = probe_pid(tmp_path)
     os.kill(guardian_of(proc.pid), signal.SIGKILL)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -59,23 +59,46 @@ def _bisect(tmp, shas, *extra, env=None):
 # --- output paths: written through, never replaced ----------------------------------------------
 
 
-def test_json_to_dev_stdout_puts_the_json_on_stdout_and_keeps_the_link():
-    done = _regress("defects", "--json", "/dev/stdout", capture_output=True, text=True)
+def _stdout_twin(tmp_path: Path) -> Path:
+    """A link made as /dev/stdout is (to /proc/self/fd/1), in a folder of the test's own.
+
+    The tests write through this twin, never through the real /dev/stdout: run against a
+    regress that replaces what it writes (the defect these tests guard), they would turn the
+    machine's /dev/stdout into a regular file, as the first version of these tests did.
+    """
+    twin = tmp_path / "stdout"
+    twin.symlink_to("/proc/self/fd/1")
+    return twin
+
+
+def test_dev_stdout_is_written_in_place_not_resolved_to_a_file():
+    from regress.files import output_target
+
+    if os.path.islink("/dev/stdout"):  # only read: the real one is never written by the suite
+        target, in_place = output_target("/dev/stdout")
+        assert in_place and target.parts[:2] == ("/", "proc")
+
+
+def test_json_to_a_stdout_link_puts_the_json_on_stdout_and_keeps_the_link(tmp_path):
+    twin = _stdout_twin(tmp_path)
+    done = _regress("defects", "--json", str(twin), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     start = done.stdout.index("[\n")
     doc, _ = json.JSONDecoder().raw_decode(done.stdout[start:])
     assert {d["name"] for d in doc} >= {"stale_req_idx", "unannounced_mtp_shapes"}
-    assert os.path.islink("/dev/stdout") or not os.path.exists("/dev/stdout")
+    assert twin.is_symlink() and os.readlink(twin) == "/proc/self/fd/1"
 
 
-def test_json_to_dev_stdout_appended_to_a_log_keeps_what_the_log_held(tmp_path):
+def test_json_to_a_stdout_link_appended_to_a_log_keeps_what_the_log_held(tmp_path):
+    twin = _stdout_twin(tmp_path)
     log = tmp_path / "nightly.log"
     log.write_text("yesterday's lines\n")
     with open(log, "a") as out:
-        done = _regress("defects", "--json", "/dev/stdout", stdout=out, stderr=subprocess.PIPE)
+        done = _regress("defects", "--json", str(twin), stdout=out, stderr=subprocess.PIPE)
     assert done.returncode == 0, done.stderr
     text = log.read_text()
     assert text.startswith("yesterday's lines\n") and '"stale_req_idx"' in text
+    assert twin.is_symlink()
 
 
 def test_json_to_a_fifo_reaches_its_reader_and_the_fifo_stays(tmp_path):

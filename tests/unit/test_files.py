@@ -180,7 +180,9 @@ def test_output_target_stops_at_proc_and_says_in_place(tmp_path):
     from regress.files import output_target
 
     assert output_target(tmp_path / "r.json") == (tmp_path / "r.json", False)
-    target, in_place = output_target("/dev/stdout")
+    twin = tmp_path / "stdout"  # made as /dev/stdout is; the real one is never touched here
+    twin.symlink_to("/proc/self/fd/1")
+    target, in_place = output_target(twin)
     assert in_place and target.parts[:2] == ("/", "proc")
 
 
