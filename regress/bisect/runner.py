@@ -33,7 +33,8 @@ from regress.bisect.probes import Finished, Probe
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 from regress.files import write_atomic
-from regress.processes import guardian, kill_group, record_process
+from regress.guardian import guardian
+from regress.processes import kill_group, record_process
 
 #: Bytes kept of each stream of each run (a chatty probe once left 194 MB after 11 runs).
 LOG_BYTES = 1 << 20

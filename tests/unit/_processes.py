@@ -54,7 +54,7 @@ def children(pid: int) -> list[int]:
 
 def guardian_of(pid: int) -> int:
     """The pid of the guardian process ``pid`` started (regress.processes)."""
-    from regress.processes import GUARDIAN_NAME
+    from regress.guardian import GUARDIAN_NAME
 
     for child in children(pid):
         try:
