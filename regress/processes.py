@@ -119,14 +119,16 @@ class WorkFolder:
 
 
 def run_child(
-    argv: list[str], *, capture_output: bool = False, **popen
+    argv: list[str], *, capture_output: bool = False, timeout: float | None = None, **popen
 ) -> subprocess.CompletedProcess:
     """:func:`subprocess.run` for a child that must not outlive regress.
 
     The child gets its own session (a terminal's Ctrl-C reaches regress only, which then ends
     the child's whole group: SIGTERM, so a child regress cleans up too, then SIGKILL after the
-    grace period) and is registered with the guardian while it runs (``kill -9`` of regress ends
-    it). ``popen`` goes to :class:`subprocess.Popen` (``text``, ``stdout``, ``env``, ``cwd``...).
+    grace period), carries the guardian's mark and is registered with it while it runs
+    (``kill -9`` of regress ends it). After ``timeout`` seconds its group is ended and
+    :class:`subprocess.TimeoutExpired` raised, as :func:`subprocess.run` does. ``popen`` goes to
+    :class:`subprocess.Popen` (``text``, ``stdout``, ``env``, ``cwd``...).
     """
     if capture_output:
         popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -134,7 +136,7 @@ def run_child(
     with subprocess.Popen(argv, start_new_session=True, **popen) as proc:
         guardian().watch_group(proc.pid)
         try:
-            out, err = proc.communicate()
+            out, err = proc.communicate(timeout=timeout)
         except BaseException:
             kill_group(proc)
             raise
