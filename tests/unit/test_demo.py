@@ -243,3 +243,20 @@ def test_probe_watcher_reports_each_run_once_and_only_whole_lines(tmp_path):
         ("first", "probe run 2 started on bbbbbbbbbb"),
         ("second", "probe run 1 started on cccccccccc"),
     ]
+
+
+def test_an_error_naming_files_of_the_removed_work_folder_says_how_to_keep_them(
+    tmp_path, monkeypatch
+):
+    import regress.bisect as bisect
+
+    def fails(config, progress=None):
+        raise RegressError(f"probe failed (output: {config.cache_dir}/logs/x.log)", exit_code=2)
+
+    monkeypatch.setattr(bisect, "run_bisect", fails)
+    out = CliRunner().invoke(cli, ["demo", "--commits", "8", "--workdir", str(tmp_path / "w")])
+    assert out.exit_code == 2
+    assert out.stderr.strip().endswith(
+        "the work folder was removed: rerun with --keep to keep the files it names"
+    )
+    assert not (tmp_path / "w").exists()
