@@ -24,6 +24,9 @@ BAD_INPUT = 2
 UNFINISHED = 3
 #: Exit code of an interrupted command (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
+#: Exit code of a command stopped by SIGTERM (128 + 15): a cancelled CI job, ``scancel``,
+#: ``timeout``. It cleans up as Ctrl-C does (:class:`Terminated`).
+TERMINATED = 143
 
 #: What each exit code means to each command (the README's "Exit codes" table).
 EXIT_CODES: dict[str, dict[int, str]] = {
@@ -33,6 +36,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         BAD_INPUT: "bad input",
         UNFINISHED: "engine error",
         INTERRUPTED: "interrupted (Ctrl-C)",
+        TERMINATED: "terminated (SIGTERM)",
     },
     "regress bisect": {  # in the order its help states them: outcomes first
         OK: "culprit found",
@@ -40,12 +44,14 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         BAD_INPUT: "bad input",
         FAILED: "error",
         INTERRUPTED: "interrupted (rerun to resume)",
+        TERMINATED: "terminated (SIGTERM; rerun to resume)",
     },
     "regress demo": {
         OK: "both culprits match",
         FAILED: "a culprit missed",
         BAD_INPUT: "bad input",
         INTERRUPTED: "interrupted (throwaway repository removed)",
+        TERMINATED: "terminated (SIGTERM; throwaway repository removed)",
     },
     "regress check": {
         OK: "contracts hold",
@@ -53,18 +59,21 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         BAD_INPUT: "not a TensorRT-LLM tree",
         UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
         INTERRUPTED: "interrupted",
+        TERMINATED: "terminated (SIGTERM)",
     },
     "regress trend check": {
         OK: "no open regression",
         FAILED: "open regression",
         BAD_INPUT: "bad input",
         INTERRUPTED: "interrupted",
+        TERMINATED: "terminated (SIGTERM)",
     },
     "other commands": {
         OK: "success",
         FAILED: "failure, contract violation, `junit summary --fail-on-new`",
         BAD_INPUT: "bad input, rejected `/bot` comment, invalid test list",
         INTERRUPTED: "interrupted",
+        TERMINATED: "terminated (SIGTERM)",
     },
 }
 
@@ -73,6 +82,18 @@ def exit_codes_help(command: str) -> str:
     """One line for ``command``'s ``--help``: ``Exit codes: 0 no regression, 1 ...``."""
     codes = EXIT_CODES[command]
     return "Exit codes: " + ", ".join(f"{c} {meaning}" for c, meaning in codes.items()) + "."
+
+
+def exit_codes_overview() -> str:
+    """The top-level ``--help`` epilog: every command's codes, a line each (click keeps lines
+    after ``\\b`` as they are)."""
+    names = {name: name.removeprefix("regress ") for name in EXIT_CODES}
+    width = max(len(short) for short in names.values())
+    rows = [
+        f"  {names[name]:{width}s}  " + ", ".join(f"{c} {m}" for c, m in codes.items())
+        for name, codes in EXIT_CODES.items()
+    ]
+    return "\b\nExit codes (README.md has the table):\n" + "\n".join(rows)
 
 
 def exit_codes_markdown() -> str:
@@ -113,6 +134,20 @@ class EngineError(RegressError):
     """The inference engine could not run (missing dependency, crash, bad checkpoint)."""
 
     exit_code = UNFINISHED
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread (:func:`regress.processes.sigterm_raises`).
+
+    A ``KeyboardInterrupt`` so that every cleanup written for Ctrl-C (killing probe groups,
+    removing temp folders, recording a bisect as interrupted) runs for it too; the CLI exits
+    :data:`TERMINATED` instead of :data:`INTERRUPTED`.
+    """
+
+
+def interrupt_exit_code(exc: BaseException) -> int:
+    """143 for SIGTERM, 130 for Ctrl-C."""
+    return TERMINATED if isinstance(exc, Terminated) else INTERRUPTED
 
 
 class MissingDependencyError(EngineError):

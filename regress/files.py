@@ -1,11 +1,16 @@
-"""Files the one way regress handles them: checked before the work, atomic, locked, hashed.
+"""Files the one way regress handles them: checked before the work, written without harm, locked.
 
-Every report, store record, JUnit file and config regress writes goes through :func:`write_atomic`
-(temp file in the same folder, fsync, rename), so a reader or a ``kill -9`` never sees half a file
-and no temp file is left behind. Every output path a command accepts is checked with
-:func:`check_output_path` *before* the command does its work: an unwritable ``--json`` found after a
-20-minute run is a wasted run, and a write error is the user's to fix (exit 2), never a "regression
-found" (exit 1).
+Every report, store record, JUnit file and config regress writes goes through :func:`write_atomic`.
+A regular file (or nothing yet) at the path is replaced atomically (temp file in the same folder,
+fsync, rename), so a reader or a ``kill -9`` never sees half a file and no temp file is left
+behind. Anything else that exists there, a device, a FIFO, a socket or an open descriptor such as
+``/dev/stdout``, is opened and written in place and never replaced: renaming over ``/dev/null`` as
+root destroys the device node, and a FIFO's waiting reader would get nothing. A symlink is
+followed, so its target is written and the link stays. :func:`output_target` is that rule.
+
+Every output path a command accepts is checked with :func:`check_output_path` *before* the command
+does its work: an unwritable ``--json`` found after a 20-minute run is a wasted run, and a write
+error is the user's to fix (exit 2), never a "regression found" (exit 1).
 
 The stores (the bisect's results, the nightly trend history) share the rest: :func:`file_lock` (an
 ``flock`` the kernel drops with its holder, so ``kill -9`` leaves no stale lock), :func:`lock_held`
@@ -15,10 +20,13 @@ and :func:`json_digest`, the short stable name of a JSON-ready value.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import secrets
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,31 +40,94 @@ FILE_MODE = 0o644
 #: The path that means standard output wherever a command takes ``FILE|-``.
 STDOUT = "-"
 
+#: Symlink hops :func:`output_target` follows before it calls the path a loop (Linux's own limit).
+_MAX_LINK_HOPS = 40
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int = FILE_MODE) -> Path:
-    """Replace ``path`` with ``data`` so readers see the old file or the new one, never a torn one.
 
-    The parent folder is created. The file gets ``mode`` masked by the process umask, like a file
-    opened with ``open(path, "w")`` would (``mkstemp`` alone would leave it 0600).
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where a write to ``path`` lands, and whether it is written in place rather than replaced.
+
+    Symlinks are followed hop by hop to the file they name (a dangling link names the file to
+    create). The walk stops at ``/proc`` (``/dev/stdout`` is ``/proc/self/fd/1``): a path there
+    is an open descriptor or a kernel file, written in place, since resolving it further would
+    turn ``--json /dev/stdout >> log`` into a rename over the user's log. An existing target that
+    is not a regular file (a device, a FIFO, a socket) is written in place too.
 
     Returns:
-        The path written.
+        ``(target, in_place)``: the absolute path to write and whether to open it as it is.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINK_HOPS):
+        target = Path(os.path.realpath(target.parent)) / target.name  # folders' links resolved
+        if _is_descriptor_path(target):
+            return target, True
+        if not target.is_symlink():
+            break
+        target = Path(os.path.abspath(target.parent / os.readlink(target)))
+    else:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    try:
+        info = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or it cannot be)
+        return target, False
+    return target, not stat.S_ISREG(info.st_mode)
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int = FILE_MODE) -> Path:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
+
+    Where the path leads is :func:`output_target`'s rule: a regular file (or none) is replaced
+    atomically, with its folders created and ``mode`` masked by the process umask, like a file
+    opened with ``open(path, "w")`` would get (``mkstemp`` alone would leave it 0600); a symlink's
+    target is written and the link kept; a device, FIFO, socket or descriptor path is opened and
+    written in place (appending, never truncating: ``/dev/stdout`` may be the user's ``>> log``).
+
+    Returns:
+        The path given.
+    """
+    given = Path(path)
+    target, in_place = output_target(given)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    if in_place:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        return given
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode & ~_umask())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return path
+    return given
+
+
+def write_output(path: str | os.PathLike[str], data: str | bytes, *, option: str) -> Path:
+    """:func:`write_atomic` for a path the user gave: an OS error is bad input naming ``option``."""
+    with output_errors(option, path):
+        return write_atomic(path, data)
+
+
+@contextlib.contextmanager
+def output_errors(option: str, path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` into a usage error that names ``option``.
+
+    For writers that take a path themselves (a plot), so a full disk or a vanished folder found
+    at the end of a run is exit 2 with the cause first, not an internal error.
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write ({exc.strerror or exc}); choose another path"
+        ) from exc
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int = 1) -> Path:
@@ -122,9 +193,14 @@ def lock_held(path: str | os.PathLike[str]) -> bool:
 def check_output_path(path: str | os.PathLike[str] | None, *, option: str) -> Path | None:
     """Fail now, as bad input, if ``path`` could not be written later.
 
-    ``None`` and ``-`` (standard output) pass. Otherwise the nearest existing ancestor must be a
-    writable folder (missing folders below it are created when the file is written), and the path
-    itself must not be a folder or an unwritable file.
+    ``None`` and ``-`` (standard output) pass. Otherwise the path, followed as
+    :func:`output_target` follows it, must be one of: an existing device, FIFO or descriptor the
+    process may write (checked without opening it, since opening a FIFO is seen by its reader); an
+    existing regular file that opens for writing, in a folder a file can be created in (the
+    atomic rename needs both); or a new file whose nearest existing ancestor is a folder a file
+    can be created in (missing folders below it are created when the file is written). "Can be
+    created" is tried, with a temp file removed at once, because ``os.access`` says yes to root
+    on a read-only filesystem or under ``/proc``.
 
     Args:
         path: the value the user gave.
@@ -138,28 +214,70 @@ def check_output_path(path: str | os.PathLike[str] | None, *, option: str) -> Pa
     """
     if path is None or str(path) == STDOUT:
         return None
-    target = Path(path)
     if str(path) == "":
         raise UsageError(f"{option}: empty path; give a file name or '-' for standard output")
+    where = f"{option} {path}"
+    try:
+        target, in_place = output_target(path)
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror} following its links; give another path") from exc
     if target.is_dir():
-        raise UsageError(f"{option} {path}: is a folder; give a file name inside it")
-    if target.exists():
-        if not os.access(target, os.W_OK):
-            raise UsageError(f"{option} {path}: file is not writable; choose another path")
-        return target
-    ancestor = target.parent
-    while not ancestor.exists():
-        if ancestor == ancestor.parent:
-            break
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise UsageError(f"{option} {path}: {ancestor} is not a folder; choose another path")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: is a folder; give a file name inside it")
+    if in_place:
+        _check_in_place(target, where)
+    elif target.exists():
+        _check_opens(target, where)
+        _check_creatable(target.parent, where)
+    else:
+        ancestor = target.parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise UsageError(f"{where}: {ancestor} is not a folder; choose another path")
+        _check_creatable(ancestor, where)
+    return Path(path)
+
+
+def _check_in_place(target: Path, where: str) -> None:
+    try:
+        info = os.stat(target)
+    except OSError as exc:
         raise UsageError(
-            f"{option} {path}: cannot create files under {ancestor} (permission denied); "
+            f"{where}: {exc.strerror}, and no file can be created there; choose another path"
+        ) from exc
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"{where}: not writable (permission denied); choose another path")
+    if stat.S_ISREG(info.st_mode):  # a descriptor or a kernel file: opening it changes nothing
+        _check_opens(target, where)
+
+
+def _check_opens(target: Path, where: str) -> None:
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"{where}: file is not writable; choose another path")
+    try:  # appending nothing changes neither the content nor the modification time
+        os.close(os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK))
+    except OSError as exc:
+        raise UsageError(
+            f"{where}: cannot be written ({exc.strerror}); choose another path"
+        ) from exc
+
+
+def _check_creatable(folder: Path, where: str) -> None:
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"{where}: cannot create files under {folder} (permission denied); "
             "choose a writable folder"
         )
-    return target
+    probe = folder / f".regress-write-check-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise UsageError(
+            f"{where}: cannot create files under {folder} ({exc.strerror}); "
+            "choose a writable folder"
+        ) from exc
+    os.close(fd)
+    os.unlink(probe)
 
 
 def read_text(path: str | os.PathLike[str], *, what: str) -> str:
@@ -177,6 +295,31 @@ def read_text(path: str | os.PathLike[str], *, what: str) -> str:
             f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "is it the right file?"
         ) from exc
+
+
+def parse_yaml(text: str, *, what: str) -> Any:
+    """``yaml.safe_load`` of a file the user named; malformed YAML is one line of bad input.
+
+    PyYAML's own message spans up to eight lines (context, snippet, caret); the user needs where
+    and what: ``line 3, column 1: expected ',' or ']', but got '<stream end>'``.
+
+    Args:
+        what: the file as the message should name it (``"baseline x.yaml"``).
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{what} is not valid YAML ({where}{problem}); fix the file") from None
+
+
+def _is_descriptor_path(path: Path) -> bool:
+    """``/proc/...`` (``/proc/self/fd/1``, kernel files): never resolved further, never replaced."""
+    return path.parts[:2] == ("/", "proc")
 
 
 def _umask() -> int:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from regress.acceptance.report import Report
 from regress.acceptance.verdicts import UpstreamReference
 from regress.acceptance.workload import mismatches
 from regress.errors import UsageError
-from regress.files import read_text
+from regress.files import parse_yaml, read_text
 
 Baseline = Report | UpstreamReference
 
@@ -29,13 +30,7 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
     Raises:
         UsageError: unreadable file, unknown key, or an entry with ``min_al: null``.
     """
-    import yaml
-
-    text = read_text(path, what="baseline")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"baseline {path} is not valid YAML: {exc}") from exc
+    data = parse_yaml(read_text(path, what="baseline"), what=f"baseline {path}")
     if not isinstance(data, dict) or not data:
         raise UsageError(
             f"baseline {path} has no entries; expected 'TestKey: {{ref_al: .., min_al: ..}}'"
@@ -52,8 +47,13 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
             f"baseline {path} has no entry '{key}'; keys: {', '.join(sorted(map(str, data))[:10])}"
         )
     entry = data[key] or {}
-    ref_al = entry.get("ref_al")
-    min_al = entry.get("min_al")
+    if not isinstance(entry, dict):
+        raise UsageError(
+            f"baseline entry '{key}' in {path} is a {type(entry).__name__}, not a mapping; "
+            "expected 'TestKey: {ref_al: .., min_al: ..}'"
+        )
+    ref_al = _number(entry, "ref_al", key, path)
+    min_al = _number(entry, "min_al", key, path)
     if min_al is None:
         raise UsageError(
             f"baseline entry '{key}' in {path} has min_al: null (not yet populated; upstream's "
@@ -63,11 +63,25 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
         )
     return UpstreamReference(
         key=str(key),
-        ref_al=None if ref_al is None else float(ref_al),
-        min_al=float(min_al),
+        ref_al=ref_al,
+        min_al=min_al,
         batch_size=entry.get("batch_size"),
         source=str(path),
     )
+
+
+def _number(entry: dict, field: str, key: object, path: object) -> float | None:
+    """``entry[field]`` as a finite float (None when absent or null), or bad input naming it."""
+    value = entry.get(field)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise UsageError(f"baseline entry '{key}' in {path}: {field} is {value!r}; give a number")
+    return number
 
 
 def load_baseline(spec: str | os.PathLike) -> Baseline:

@@ -23,7 +23,7 @@ from regress.acceptance.stats import RunStats
 from regress.acceptance.verdicts import EPS, CheckStatus, Finding, UpstreamReference
 from regress.acceptance.workload import Workload
 from regress.errors import RegressError, UsageError
-from regress.files import read_text, write_atomic
+from regress.files import parse_yaml, read_text, write_atomic
 
 #: ``min = MIN_FACTOR * ref``, as upstream's populate mode writes ``min_al = al_value * 0.95``.
 MIN_FACTOR = 0.95
@@ -107,15 +107,10 @@ def _target(path: str | os.PathLike[str]) -> Path:
 
 def load_references(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The entries of a reference YAML (empty when the file does not exist yet)."""
-    import yaml
-
     target = _target(path)
     if not target.exists():
         return {}
-    try:
-        data = yaml.safe_load(read_text(target, what="reference file"))
-    except yaml.YAMLError as exc:
-        raise UsageError(f"reference file {path} is not valid YAML: {exc}") from exc
+    data = parse_yaml(read_text(target, what="reference file"), what=f"reference file {path}")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -252,7 +247,12 @@ def find_reference(
         entry = data.get(key)
         if entry is None:
             continue
-        recorded = (entry or {}).get("workload")
+        if not isinstance(entry, Mapping):
+            lookup.skipped.append(
+                f"{key}: a {type(entry).__name__}, not a mapping of ref_al, min_al"
+            )
+            continue
+        recorded = entry.get("workload")
         if not isinstance(recorded, Mapping):
             lookup.skipped.append(
                 f"{key}: no workload recorded (upstream's entry or an old one); it gates only "

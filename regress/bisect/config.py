@@ -8,6 +8,7 @@ a usage error (exit 2) raised before anything is written or run.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
@@ -89,7 +90,38 @@ class BisectConfig:
             raise UsageError(
                 f"--gpus lists {len(self.gpus)} GPUs for --jobs {self.jobs}: give one per job"
             )
+        self._check_jobs()
+        self._check_specific("probe", self.probe)
+        self._check_specific("recipe", self.recipe)
         search_config(self)
+
+    def _check_jobs(self) -> None:
+        """Refuse more parallel probes than this machine has CPUs for, unless they run elsewhere.
+
+        Each job is a private clone and a probe process; ``-j 1000000000000`` on two cores used
+        to be capped to the range (48) and run as 48 probes fighting over two CPUs.
+        """
+        cpus = available_cpus()
+        if self.jobs > cpus and not self.launcher:
+            raise UsageError(
+                f"--jobs {self.jobs}: this machine gives regress {cpus} CPU(s), and each job "
+                f"is a probe process; give --jobs {cpus} or fewer, or a --launcher that runs "
+                "each job elsewhere (e.g. --launcher 'srun --gpus=1')"
+            )
+
+    def _check_specific(self, what: str, name: str | None) -> None:
+        """Refuse an option that only another probe (recipe) reads: it would be ignored."""
+        fields = _PROBE_FIELDS if what == "probe" else _RECIPE_FIELDS
+        read = registry.reads(what, name)
+        for field_name, flag in fields.items():
+            if field_name in read or getattr(self, field_name) == _default(field_name):
+                continue
+            others = registry.readers(what, field_name)
+            chosen = f"--{what} {name}" if name else f"no --{what}"
+            raise UsageError(
+                f"{flag} is read only by --{what} {' or '.join(others)}; with {chosen} it would "
+                f"be ignored: drop it or use --{what} {others[0]}"
+            )
 
     def capped(self, candidates: int) -> tuple[BisectConfig, str | None]:
         """This config with ``jobs`` no larger than a range of ``candidates`` can use, and why.
@@ -106,6 +138,32 @@ class BisectConfig:
             f"commits, so no round can probe more than {useful} at once"
         )
         return replace(self, jobs=useful, gpus=self.gpus[:useful] if self.gpus else None), note
+
+
+#: Fields a probe reads only if registered to (``registry.reads``), by their option.
+_PROBE_FIELDS = {
+    "crash_is_bad": "--crash-is-bad",
+    "signature": "--signature",
+    "metric": "--metric",
+    "metric_regex": "--metric-regex",
+    "threshold": "--threshold",
+    "direction": "--higher-is-better/--lower-is-better",
+    "metric_runs": "--metric-runs",
+}
+#: Fields a recipe reads only if registered to.
+_RECIPE_FIELDS = {"wheel": "--wheel"}
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _default(name: str) -> Any:
+    return defaults()[name]
 
 
 def defaults() -> dict[str, Any]:

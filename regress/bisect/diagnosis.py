@@ -56,15 +56,11 @@ def explain(
         repo: the user's checkout.
 
     Returns:
-        One line: the message, the files the commit lacks, then the last run's cause, fix and log.
+        One line, cause first: the last run's cause, its fix and log, then what the search
+        concluded from it, then files of the command that the commit lacks (a hint: a build
+        that fails or a launcher that is missing is not cured by committing the probe).
     """
-    parts = [message.rstrip(".")]
-    for word, state in uncommitted(command, sha, repo):
-        absolute = (repo / word).resolve()
-        parts.append(
-            f"the probe file {word} {state} at {sha[:12]} (probes run in a private clone of "
-            f"each commit): pass an absolute path ({absolute}) or --overlay {word}"
-        )
+    parts = []
     if outcomes:
         last = outcomes[-1]
         cause = f"last run at {sha[:12]}: {last.reason}"
@@ -74,6 +70,13 @@ def explain(
         if last.log:
             cause += f" (output: {_logs(last.log)})"
         parts.append(cause)
+    parts.append(message.rstrip("."))
+    for word, state in uncommitted(command, sha, repo):
+        absolute = (repo / word).resolve()
+        parts.append(
+            f"note: the probe file {word} {state} at {sha[:12]} (probes run in a private clone "
+            f"of each commit): pass an absolute path ({absolute}) or --overlay {word}"
+        )
     return "; ".join(parts)
 
 

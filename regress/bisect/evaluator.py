@@ -164,9 +164,8 @@ class Evaluator:
             res = search(self.rng.n, evaluate, scfg, progress=on_event, graph=self.rng.graph)
         except EndpointError as exc:
             raise self._diagnosed(exc) from exc
+        # the notes are the result's (its summary shows them once), not live progress
         res.notes.insert(0, f"searched the {self.rng.path()}")
-        for note in res.notes:
-            emit(BisectProgress("note", note))
         culprit = self.rng.repo.info(self.rng.commits[res.culprit]) if res.culprit else None
         candidates = [self.rng.repo.info(self.rng.commits[p]) for p in res.suspects]
         out = self._result(res.strategy, res.status, culprit, res.confidence, candidates)

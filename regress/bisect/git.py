@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.errors import RegressError, UsageError
+from regress.processes import end_recorded
 
 
 class GitError(RegressError):
@@ -149,10 +150,12 @@ class Workspace:
 
     ``git clone --shared`` borrows the user's object store read-only (through the clone's own
     alternates file), so a slot costs one checkout and no copy of history. The slots live only in
-    the cache directory; :meth:`prepare` removes whatever a killed run left there.
+    the cache directory; :meth:`prepare` removes whatever a killed run left there, after ending
+    any probe it left running in a slot (each slot records its probe's pid while it runs, in
+    :meth:`probe_record`): a resumed bisect never runs a probe beside an orphan in one worktree.
     """
 
-    def __init__(self, repo: Repo, root: Path, slots: int) -> None:
+    def __init__(self, repo: Repo | None, root: Path, slots: int) -> None:
         self.repo = repo
         self.root = root
         self.slots = slots
@@ -160,7 +163,13 @@ class Workspace:
     def slot_path(self, slot: int) -> Path:
         return self.root / f"slot-{slot}"
 
+    def probe_record(self, slot: int) -> Path:
+        """Where slot ``slot`` records the pid of the build or probe running in it."""
+        return self.root / f"slot-{slot}{_RECORD}"
+
     def prepare(self) -> None:
+        """Fresh clones for every slot (what was there is :meth:`cleanup`'s first)."""
+        assert self.repo is not None, "a workspace without a repository only cleans up"
         self.cleanup()
         self.root.mkdir(parents=True, exist_ok=True)
         for slot in range(self.slots):
@@ -183,6 +192,26 @@ class Workspace:
         git(["clean", "-qffdx"], cwd=path)
         return path
 
-    def cleanup(self) -> None:
+    def cleanup(self) -> list[str]:
+        """Remove every slot, first ending a probe an earlier run left running in one.
+
+        Returns:
+            A note per probe ended, naming the slot, its pid and its commit.
+        """
+        notes = []
+        records = sorted(self.root.glob(f"slot-*{_RECORD}")) if self.root.is_dir() else []
+        for record in records:
+            ended = end_recorded(record)
+            if ended is not None:
+                slot = record.name.removesuffix(_RECORD)
+                notes.append(
+                    f"{slot}: ended the probe (pid {ended['pid']}, commit "
+                    f"{str(ended.get('commit', '?'))[:12]}) that an earlier run, killed before "
+                    "it could end it, left running there"
+                )
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
+        return notes
+
+
+_RECORD = ".probe.json"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,48 @@ def cache_root(repo: gitlib.Repo, cache_dir: str | None) -> Path:
         base = Path(xdg) / "regress"
     key = hashlib.sha256(str(repo.git_dir).encode()).hexdigest()[:16]
     return base.resolve() / "bisect" / key
+
+
+def _cache_source(cache_dir: str | None) -> str:
+    """Where the cache folder came from, for messages: the option, the variable or the default."""
+    if cache_dir:
+        return f"--cache-dir {cache_dir}"
+    if os.environ.get("REGRESS_CACHE_DIR"):
+        return f"REGRESS_CACHE_DIR={os.environ['REGRESS_CACHE_DIR']}"
+    return "the default cache folder (set --cache-dir or REGRESS_CACHE_DIR to move it)"
+
+
+@contextlib.contextmanager
+def cache_writes(root: Path, cache_dir: str | None) -> Iterator[None]:
+    """Turn a failed write under the cache ``root`` into bad input naming where it came from.
+
+    A cache folder that is a file, on a read-only or a full filesystem, is the user's to fix
+    (exit 2), not an internal error. Folders this bisect created are removed again on such a
+    failure, so a failed first run leaves no lone ``lock`` file behind.
+    """
+    made = root
+    while not made.parent.exists() and made.parent != made.parent.parent:
+        made = made.parent
+    made = None if made.exists() else made
+    try:
+        yield
+    except OSError as exc:
+        where = Path(str(exc.filename)) if exc.filename else None
+        if where is None:  # a write() names no file; these errnos are the disk's
+            if exc.errno not in _DISK_ERRNOS:
+                raise
+        elif not (where == root or root in where.parents or where in root.parents):
+            raise
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise UsageError(
+            f"{_cache_source(cache_dir)}: cannot write the bisect cache ({exc.strerror}: "
+            f"{exc.filename or root}); give a writable folder with free space"
+        ) from exc
+
+
+#: Write errors a full or read-only disk raises without naming a file.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
 
 
 @dataclass

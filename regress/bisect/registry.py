@@ -66,24 +66,53 @@ _PROBES: dict[str, ProbeFactory] = {
     "pytest": lambda c: probes.PytestProbe(),
 }
 _RECIPES: dict[str, RecipeFactory] = {}
+#: The :class:`~regress.bisect.config.BisectConfig` fields each probe or recipe reads beyond the
+#: common ones: an option meant for another probe is refused, never silently ignored.
+_READS: dict[tuple[str, str], frozenset[str]] = {
+    ("probe", "exit-code"): frozenset({"crash_is_bad"}),
+    ("probe", "metric"): frozenset(
+        {"metric", "metric_regex", "threshold", "direction", "metric_runs"}
+    ),
+    ("probe", "pytest"): frozenset(),
+}
 
 _HINT = "probes and recipes of other packages are registered when their module is imported"
 
 
-def register_probe(name: str, factory: ProbeFactory) -> None:
-    """Make ``--probe NAME`` build its probe with ``factory(config)``; a name is taken once."""
+def register_probe(name: str, factory: ProbeFactory, *, reads: Sequence[str] = ()) -> None:
+    """Make ``--probe NAME`` build its probe with ``factory(config)``; a name is taken once.
+
+    Args:
+        reads: the probe-specific ``BisectConfig`` fields the factory uses (``"signature"``).
+    """
     _register(_PROBES, "probe", name, factory)
+    _READS["probe", name] = frozenset(reads)
 
 
-def register_recipe(name: str, factory: RecipeFactory) -> None:
-    """Make ``--recipe NAME`` build its recipe with ``factory(config)``; a name is taken once."""
+def register_recipe(name: str, factory: RecipeFactory, *, reads: Sequence[str] = ()) -> None:
+    """Make ``--recipe NAME`` build its recipe with ``factory(config)``; a name is taken once.
+
+    Args:
+        reads: the recipe-specific ``BisectConfig`` fields the factory uses (``"wheel"``).
+    """
     _register(_RECIPES, "recipe", name, factory)
+    _READS["recipe", name] = frozenset(reads)
 
 
 def _register(table: dict[str, Any], what: str, name: str, factory: Any) -> None:
     if table.get(name, factory) is not factory:
         raise ValueError(f"the bisect {what} {name!r} is registered already")
     table[name] = factory
+
+
+def reads(what: str, name: str | None) -> frozenset[str]:
+    """The specific fields the probe or recipe ``name`` reads (``what``: "probe" or "recipe")."""
+    return _READS.get((what, name or ""), frozenset())
+
+
+def readers(what: str, field: str) -> list[str]:
+    """The registered probes or recipes that read ``field``."""
+    return [name for (kind, name), fields in _READS.items() if kind == what and field in fields]
 
 
 def probe_names() -> list[str]:

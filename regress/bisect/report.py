@@ -67,8 +67,13 @@ class BisectResult:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
 
-    def summary(self) -> str:
-        """A few plain lines for the terminal."""
+    def summary(self, *, warnings: bool = True) -> str:
+        """A few plain lines for the terminal.
+
+        Args:
+            warnings: end with the warnings; the CLI leaves them out when its live progress
+                already showed each one (said once, not twice).
+        """
         head = f"first {'fixed' if self.find_fix else 'bad'} commit"
         if self.culprit:
             c = self.culprit
@@ -95,7 +100,7 @@ class BisectResult:
                 ", ".join(f"{k.replace('_', '-')} rate {v:.3f}" for k, v in self.rates.items())
             )
         lines += [f"note: {n}" for n in self.notes if not n.startswith("switched")]
-        lines += [f"warning: {w}" for w in self.warnings]
+        lines += [f"warning: {w}" for w in self.warnings] if warnings else []
         return "\n".join(lines)
 
 

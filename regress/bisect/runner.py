@@ -2,8 +2,11 @@
 
 Each job slot is a private clone (:class:`regress.bisect.git.Workspace`) pinned to one GPU when
 ``--gpus`` is given. Builds and probes run with cwd = the slot, ``REGRESS_COMMIT`` and
-``REGRESS_WORKTREE`` set, in their own process group so a timeout or Ctrl-C kills the whole tree,
-optionally behind a launcher argv prefix (``srun --gpus=1 ...``) so each job can be a Slurm step.
+``REGRESS_WORKTREE`` set, in their own process group so a timeout, Ctrl-C or SIGTERM kills the
+whole tree, optionally behind a launcher argv prefix (``srun --gpus=1 ...``) so each job can be a
+Slurm step. While one runs, its group is registered with the guardian (ended if regress is
+killed with -9) and its pid is recorded in the slot (ended by the next run, should the guardian
+be gone too): see :mod:`regress.processes`.
 Each run's stdout and stderr land in ``<name>.log`` and ``<name>.err``; the probe classifies the
 whole output, then each file is cut to :data:`LOG_BYTES` (head and tail kept, the cut noted).
 """
@@ -30,8 +33,9 @@ from regress.bisect.probes import Finished, Probe
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
 from regress.files import write_atomic
+from regress.guardian import guardian
+from regress.processes import kill_group, record_process
 
-KILL_GRACE_S = 5.0
 #: Bytes kept of each stream of each run (a chatty probe once left 194 MB after 11 runs).
 LOG_BYTES = 1 << 20
 #: Share of :data:`LOG_BYTES` kept from the start of a cut log; the rest is its end, where the
@@ -227,13 +231,14 @@ class Runner:
                 worktree,
                 env,
                 self.logs / f"{name}-build",
+                slot,
             )
             if build.exit_code != 0:
                 return self._build_failed(build, start, self.logs / f"{name}-build.log")
         scratch = self.logs / f"scratch-{run_id}"
         scratch.mkdir(parents=True, exist_ok=True)
         argv = [*self.config.launcher, *self.probe.argv(self.config.command, scratch)]
-        finished = self._exec(argv, worktree, env, self.logs / name)
+        finished = self._exec(argv, worktree, env, self.logs / name, slot)
         finished.scratch = scratch
         outcome = self.probe.classify(finished)
         if finished.timed_out and outcome.verdict is Verdict.SKIP:
@@ -266,7 +271,7 @@ class Runner:
         )
 
     def _env(self, slot: int, sha: str, worktree: Path) -> dict[str, str]:
-        env = dict(os.environ)
+        env = guardian().child_env()  # marked: ended with regress, however it dies
         env.update(self.config.env)
         env.update(REGRESS_COMMIT=sha, REGRESS_WORKTREE=str(worktree), REGRESS_JOB=str(slot))
         if self.config.gpus is not None:
@@ -275,9 +280,12 @@ class Runner:
             env.update(self.env_hook(sha, worktree))
         return env
 
-    def _exec(self, argv: list[str], cwd: Path, env: dict[str, str], log_base: Path) -> Finished:
+    def _exec(
+        self, argv: list[str], cwd: Path, env: dict[str, str], log_base: Path, slot: int
+    ) -> Finished:
         out_path = log_base.parent / f"{log_base.name}.log"
         err_path = log_base.parent / f"{log_base.name}.err"
+        record = self.workspace.probe_record(slot)
         timed_out = False
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             with self._lock:
@@ -296,19 +304,27 @@ class Runner:
                 except OSError as exc:
                     return Finished(exit_code=None, error=str(exc), errno=exc.errno)
                 self._live.add(proc)
+            guardian().watch_group(proc.pid)
             try:
+                record_process(record, proc, commit=env.get("REGRESS_COMMIT", ""))
                 proc.wait(timeout=self.config.timeout)
+                # what the probe left in the background (`server &`) ends with it
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc)
+                kill_group(proc)
             except BaseException:
                 # Ctrl-C: the probe runs in its own session, so the terminal's SIGINT never
                 # reached it; take its whole group down before unwinding.
-                _kill_group(proc)
+                kill_group(proc)
                 raise
             finally:
                 with self._lock:
                     self._live.discard(proc)
+                with contextlib.suppress(OSError):
+                    record.unlink()
+                guardian().release_group(proc.pid)
         finished = Finished(
             exit_code=proc.returncode,
             stdout=out_path.read_text(errors="replace"),
@@ -325,19 +341,4 @@ class Runner:
             self._stopping = True
             live = list(self._live)
         for proc in live:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, then SIGKILL what is still there after a grace period."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            # the leader is gone; make sure no child in its group outlives it
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            kill_group(proc)

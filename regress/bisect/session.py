@@ -21,7 +21,7 @@ from regress.bisect import git as gitlib
 from regress.bisect import registry
 from regress.bisect.config import BisectConfig
 from regress.bisect.evaluator import BisectProgress, Evaluator, ReplayExhausted
-from regress.bisect.history import Range, cache_root, resolve_range
+from regress.bisect.history import Range, cache_root, cache_writes, resolve_range
 from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
 from regress.bisect.runner import Overlay, Runner, RunnerConfig
@@ -85,9 +85,12 @@ def run_bisect(
     warnings = _warnings(rng, plan.recipe) + ([capped] if capped else [])
     for w in warnings:
         emit(BisectProgress("warning", w))
-    with contextlib.nullcontext() if replay_only else locked(root):
+    with contextlib.ExitStack() as stack:
+        if not replay_only:
+            stack.enter_context(cache_writes(root, config.cache_dir))  # a full disk: exit 2
+            stack.enter_context(locked(root))
         result = _execute(config, rng, root, plan, key, emit, started, replay_only)
-        result.warnings = warnings
+        result.warnings = warnings + result.warnings
         result.elapsed_s = time.monotonic() - started
         if not replay_only:
             record = _session_record(config, rng, key, result.status, result.to_json())
@@ -140,11 +143,18 @@ def _execute(
     if not replay_only:
         write_json_atomic(session_path(root), _session_record(config, rng, key, "running"))
     workspace = gitlib.Workspace(rng.repo, root / "slots", config.jobs)
+    # First of all, a probe that a killed run left running in a slot is ended (and said so):
+    # nothing may run beside it in its worktree, nor delete that worktree under it.
+    orphans = [] if replay_only else workspace.cleanup()
+    for note in orphans:
+        emit(BisectProgress("warning", note))
     env_hook = plan.recipe.env if plan.recipe else None
     runner = Runner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
     ev = Evaluator(rng, Replay(store), runner, workspace, config, replay_only)
     try:
-        return ev.search(plan.probe.kind, plan.judge_direction, emit, started)
+        result = ev.search(plan.probe.kind, plan.judge_direction, emit, started)
+        result.warnings = orphans
+        return result
     except ReplayExhausted:
         return ev.partial
     except BaseException as exc:
@@ -269,6 +279,7 @@ def bisect_reset(repo: str = ".", cache_dir: str | None = None) -> str:
     if not root.exists():
         return f"nothing to reset ({root} does not exist)"
     with locked(root):
+        gitlib.Workspace(None, root / "slots", 0).cleanup()  # ends a probe a killed run left
         for child in root.iterdir():
             if child.name != "lock":
                 if child.is_dir():

@@ -9,7 +9,6 @@ node-id entries name.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from regress.ci.stages import WAIVES_FILE, StageLists
 from regress.ci.testlist import Entry, TestListError
 from regress.ci.waives import load_waives
 from regress.ci.yamlnodes import Problem, closest
+from regress.processes import run_child
 
 # The one seam to subprocesses here: (argv, cwd) -> (exit code, combined output).
 RunProcess = Callable[[Sequence[str], Path], "tuple[int, str]"]
@@ -27,9 +27,7 @@ RunProcess = Callable[[Sequence[str], Path], "tuple[int, str]"]
 
 def run_process(argv: Sequence[str], cwd: Path) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    done = subprocess.run(
-        list(argv), cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=1800
-    )
+    done = run_child(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     return done.returncode, done.stdout + done.stderr
 
 

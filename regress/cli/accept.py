@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 from pathlib import Path
 
@@ -11,29 +10,11 @@ import click
 
 import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
 from regress.acceptance.engines import engine_names
-from regress.cli.output import json_option
+from regress.cli.options import BatchSizes, FiniteFloatRange
+from regress.cli.output import emit, json_option
 from regress.errors import FAILED, exit_codes_help
 
 _BAR_STEPS = 1000
-
-
-def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
-    try:
-        sizes = [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"expected comma-separated integers like 1,8, got {value!r}"
-        ) from None
-    if not sizes or min(sizes) < 1:
-        raise click.BadParameter(f"batch sizes must be positive integers, got {value!r}")
-    return sorted(set(sizes))
-
-
-def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    # click's FloatRange lets nan through (every comparison with nan is false).
-    if math.isnan(value):
-        raise click.BadParameter("must be a number, not nan")
-    return value
 
 
 class _ProgressBar:
@@ -76,7 +57,7 @@ class _ProgressBar:
     "--batch-sizes",
     default="1,8",
     show_default=True,
-    callback=_batch_sizes,
+    type=BatchSizes(),
     help="Comma-separated; 1 is the reference.",
 )
 @click.option(
@@ -111,10 +92,9 @@ class _ProgressBar:
 @click.option("--max-new-tokens", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option(
     "--tolerance",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=FiniteFloatRange(0, 1, max_open=True),
     default=0.05,
     show_default=True,
-    callback=_finite,
     help="Relative drop tolerated before a significant loss is a regression.",
 )
 @click.option(
@@ -182,7 +162,7 @@ def accept(
     from regress.acceptance.references import check_reference_file, record_report_reference
     from regress.acceptance.report import format_table
     from regress.errors import UsageError, require_module
-    from regress.files import STDOUT, check_output_path
+    from regress.files import STDOUT, check_output_path, output_errors
 
     # Every output is checked before the run: a bad path found after it is a wasted run.
     check_output_path(json_out, option="--json")
@@ -223,19 +203,18 @@ def accept(
     for mismatch in (report.baseline or {}).get("config_mismatches") or []:
         click.echo(f"regress accept: note: baseline differs: {mismatch}", err=True)
 
+    emit(json_out, report.to_json() + "\n" if json_out else "", option="--json")
     if json_out == STDOUT:
-        click.echo(report.to_json())
         for verdict in report.verdicts:
             if verdict.regressed:
                 click.echo(f"regress accept: {verdict.summary()}", err=True)
     else:
-        if json_out:
-            report.save(json_out)
         click.echo(format_table(report))
     if plot_out is not None:
         from regress.acceptance.plot import plot_report
 
-        plot_report(report, plot_out)
+        with output_errors("--plot", plot_out):
+            plot_report(report, plot_out)
         click.echo(f"plot written to {plot_out}", err=True)
     if record_key is not None and report.regressed:
         click.echo(f"regress accept: {record_key} not recorded: the run regressed", err=True)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Iterator
 
 import click
 
@@ -15,8 +12,9 @@ import regress.trtllm.probes
 import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
+from regress.cli.options import FiniteFloat
 from regress.cli.output import emit
-from regress.errors import INTERRUPTED, UsageError, exit_codes_help
+from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
 
 _D = defaults()
@@ -70,6 +68,7 @@ def _where(f):
     return click.option(
         "--cache-dir",
         default=None,
+        metavar="DIR",
         help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
     )(f)
 
@@ -96,7 +95,7 @@ def _where(f):
     "--metric-regex", default=None, help="metric probe: regex whose first group is the number."
 )
 @click.option(
-    "--threshold", type=float, default=None, help="metric probe: judge each run against X."
+    "--threshold", type=FiniteFloat(), default=None, help="metric probe: judge each run against X."
 )
 @click.option(
     "--higher-is-better/--lower-is-better",
@@ -114,7 +113,7 @@ def _where(f):
 @click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
 @click.option(
     "--confidence",
-    type=float,
+    type=FiniteFloat(),
     default=_D["confidence"],
     show_default=True,
     help="Posterior probability the culprit needs (flaky mode).",
@@ -163,7 +162,10 @@ def _where(f):
 )
 @click.option("--build", default=None, help="Shell command run in the worktree before the probe.")
 @click.option(
-    "--timeout", type=float, default=None, help="Kill a build or probe after S seconds (skip)."
+    "--timeout",
+    type=FiniteFloat(),
+    default=None,
+    help="Kill a build or probe after S seconds (skip).",
 )
 @click.option(
     "--overlay", multiple=True, help="SRC[:DEST] copied into every worktree (repeatable)."
@@ -178,10 +180,21 @@ def _where(f):
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
 @click.option(
-    "--json", "json_out", default=None, help="Write the result as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the result as JSON to FILE, or - for stdout.",
 )
-@click.option("--junit", default=None, help="Write a JUnit report (a testcase per probed commit).")
-@click.option("--markdown", default=None, help="Write a markdown summary for a PR comment.")
+@click.option(
+    "--junit",
+    default=None,
+    metavar="FILE|-",
+    help="Write a JUnit report (a testcase per probed commit).",
+)
+@click.option(
+    "--markdown", default=None, metavar="FILE|-", help="Write a markdown summary for a PR comment."
+)
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
@@ -227,14 +240,14 @@ def run(**opts) -> None:
         keep_worktrees=opts["keep_worktrees"],
         signature=opts["signature"],
     )
-    try:
-        with _sigterm_as_interrupt():
-            result = run_bisect(config, progress=None if opts["quiet"] else _render)
-    except KeyboardInterrupt:
-        click.echo("regress: interrupted; rerun the same command to resume", err=True)
-        sys.exit(INTERRUPTED)
+    try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
+        result = run_bisect(config, progress=None if opts["quiet"] else _render)
+    except KeyboardInterrupt as exc:
+        said = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        click.echo(f"regress: {said}; rerun the same command to resume", err=True)
+        sys.exit(interrupt_exit_code(exc))
     to_stdout = opts["json_out"] == "-"
-    click.echo(result.summary(), err=to_stdout)
+    click.echo(result.summary(warnings=opts["quiet"]), err=to_stdout)  # else shown live
     emit(opts["json_out"], result.dumps(), option="--json")
     emit(opts["junit"], to_junit(result) if opts["junit"] else "", option="--junit")
     emit(opts["markdown"], to_markdown(result) if opts["markdown"] else "", option="--markdown")
@@ -244,7 +257,11 @@ def run(**opts) -> None:
 @bisect.command("log")
 @_where
 @click.option(
-    "--json", "json_out", default=None, help="Write the runs as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the runs as JSON to FILE, or - for stdout.",
 )
 def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Every probe run of the latest bisect of this repository, in execution order."""
@@ -267,7 +284,11 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 @bisect.command("status")
 @_where
 @click.option(
-    "--json", "json_out", default=None, help="Write the state as JSON to FILE, or - for stdout."
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the state as JSON to FILE, or - for stdout.",
 )
 def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     """Where the latest bisect of this repository stands (replayed from stored results)."""
@@ -322,21 +343,3 @@ def _gpus(text: str | None) -> list[str] | None:
     if not text:
         return None
     return [g.strip() for g in text.split(",") if g.strip()]
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's cancel) unwinds like Ctrl-C, so probes are killed and slots cleaned."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. embedded): leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

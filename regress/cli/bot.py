@@ -62,7 +62,7 @@ def parse(
 @_common
 @click.option(
     "--parsed",
-    type=click.File("r"),
+    type=click.File("rb"),
     default=None,
     help="JSON from `regress bot parse` (or - for stdin) instead of COMMENT/--author.",
 )
@@ -95,7 +95,15 @@ def plan(
     if parsed is not None:
         if comment is not None:
             raise UsageError("give either COMMENT or --parsed, not both")
-        comment, author = comment_from_parsed(parsed.read(1 << 20), author)
+        data = parsed.read(1 << 20)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"--parsed {parsed.name}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                "give the JSON `regress bot parse` printed"
+            ) from None
+        comment, author = comment_from_parsed(text, author)
     command, lists = _parse(comment, author, allow_file, lists_dir)
     result = make_plan(
         command, lists, test_lists_dir=lists_dir.as_posix(), results_dir=results_dir, python=python

@@ -31,7 +31,13 @@ from regress.upstream.isolation import DEFAULT_TIMEOUT_S
     "draft_kv_cache, ragged_verify; stale_state (the stale-state oracle) runs only when "
     "named.",
 )
-@click.option("--sm", type=int, default=90, show_default=True, help="SM version the code sees.")
+@click.option(
+    "--sm",
+    type=click.IntRange(min=1),
+    default=90,
+    show_default=True,
+    help="SM version the code sees (90 Hopper, 100 Blackwell).",
+)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -41,7 +47,13 @@ from regress.upstream.isolation import DEFAULT_TIMEOUT_S
     help="Seconds the tree's code may run (loading and scenarios, in a child process; its start "
     "and import torch are not counted) before the check is a gap, exit 3: a hang.",
 )
-@click.option("--json", "json_out", default=None, help="Write the report as JSON to FILE, or -.")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the report as JSON to FILE, or -.",
+)
 @click.option(
     "--markdown",
     "markdown_out",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -29,11 +31,30 @@ def _check_workdir(workdir: Path | None) -> None:
         check_output_path(workdir, option="--workdir")
 
 
+@contextlib.contextmanager
+def _kept_files_hint(keep: bool) -> Iterator[None]:
+    """An error naming a log in the work folder, which is gone by now: say how to keep it."""
+    from regress.errors import RegressError
+
+    try:
+        yield
+    except RegressError as exc:
+        if keep:
+            raise
+        raise RegressError(
+            f"{exc}; the work folder was removed: rerun with --keep to keep the files it names",
+            exit_code=exc.exit_code,
+        ) from exc
+
+
 def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
     from regress.demo.trend import run_trend_demo
 
-    result = run_trend_demo(workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show)
+    with _kept_files_hint(keep):
+        result = run_trend_demo(
+            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show
+        )
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
@@ -110,9 +131,10 @@ def demo(
             raise UsageError(f"regress demo cannot plant {defect!r} yet; see regress/demo")
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
-    result = run_demo(
-        workdir=workdir, keep=keep, commits=commits, seed=seed, defect=defect, progress=_show
-    )
+    with _kept_files_hint(keep):
+        result = run_demo(
+            workdir=workdir, keep=keep, commits=commits, seed=seed, defect=defect, progress=_show
+        )
     if not emit_json(result.to_json(), json_out):
         for b in result.bisects:
             mark = "MATCH" if b.matched else "MISMATCH"

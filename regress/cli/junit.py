@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from regress.cli.output import write_output
+from regress.cli.output import emit
 
 
 @click.group()
@@ -48,7 +48,7 @@ def merge(files: tuple[str, ...], output: Path, keep_going: bool) -> None:
     check_output_path(output, option="--output")
     loaded = lib.load_all(_inputs(files), keep_going=keep_going)
     merged = lib.merge(loaded)
-    write_output(output, lib.to_bytes(merged), option="--output")
+    emit(output, lib.to_bytes(merged), option="--output")
     click.echo(
         f"{output}: {len(merged)} suite(s), {merged.tests} tests, {merged.failures} "
         f"failures, {merged.errors} errors, {merged.skipped} skipped"
@@ -88,21 +88,22 @@ def summary(
 ) -> None:
     """Per-stage pass/fail/skip table and failure messages; with --baseline, what changed."""
     from regress.ci.junit import load_all, render_markdown, render_text, results_of, summarize
+    from regress.errors import UsageError
     from regress.files import STDOUT, check_output_path
 
+    if str(markdown) == STDOUT and json_out == STDOUT:
+        raise UsageError("--markdown - and --json - both want stdout; send one to a file")
     check_output_path(markdown, option="--markdown")
     check_output_path(json_out, option="--json")
     current = load_all(_inputs(files), keep_going=keep_going)
     base = load_all(_inputs(baselines), keep_going=keep_going) if baselines else None
     result = summarize(results_of(current), results_of(base) if base else None)
     result.problems = current.problems + (base.problems if base else [])
-    if markdown is not None:
-        write_output(markdown, render_markdown(result), option="--markdown")
-    if json_out is not None and json_out != STDOUT:
-        write_output(json_out, json.dumps(result.to_json(), indent=2) + "\n", option="--json")
-    if json_out == STDOUT:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
+    emit(markdown, render_markdown(result) if markdown else "", option="--markdown")
+    emit(
+        json_out, json.dumps(result.to_json(), indent=2) + "\n" if json_out else "", option="--json"
+    )
+    if STDOUT not in (str(markdown), json_out):
         click.echo(render_text(result), nl=False)
     if fail_on_new and result.new_failures:
         raise SystemExit(1)

@@ -3,8 +3,9 @@
 ``--json FILE|-`` writes a command's JSON document to FILE, or to standard output for ``-``; a bare
 ``--json`` (no value, or followed by another option) means ``-``, which keeps ``regress defects
 --json`` working as it did when it was a flag. Paths are checked before the work with
-:func:`regress.files.check_output_path`; writing goes through :func:`regress.files.write_atomic`,
-and a write error is bad input (exit 2), never a "regression found".
+:func:`regress.files.check_output_path`; writing goes through :func:`regress.files.write_output`
+(the one writer: a regular file atomically, a device, FIFO or ``/dev/stdout`` in place), and a
+write error is bad input (exit 2), never a "regression found".
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any
 
 import click
 
-from regress.errors import UsageError
-from regress.files import STDOUT, write_atomic
+from regress.files import STDOUT, write_output
 
 
 def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no value): stdout."):
@@ -32,21 +32,14 @@ def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no v
     )
 
 
-def write_output(path: str | os.PathLike[str], data: str | bytes, *, option: str) -> None:
-    """Write an output file atomically; an OS error becomes a usage error naming the option."""
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: cannot write ({exc.strerror}); choose another path"
-        ) from exc
+def emit(target: str | os.PathLike[str] | None, text: str | bytes, *, option: str) -> None:
+    """Write ``text`` where an output option says: nowhere (None), stdout (``-``) or a file.
 
-
-def emit(target: str | None, text: str, *, option: str) -> None:
-    """Write ``text`` where an output option says: nowhere (None), stdout (``-``) or a file."""
+    The one writer of every path option: a file goes through :func:`regress.files.write_output`.
+    """
     if target is None:
         return
-    if target == STDOUT:
+    if str(target) == STDOUT:
         click.echo(text, nl=False)
         return
     write_output(target, text, option=option)
@@ -56,9 +49,5 @@ def emit_json(doc: Any, json_out: str | None) -> bool:
     """Write ``doc`` where ``--json`` says; returns True when it went to stdout (print nothing else)."""
     if json_out is None:
         return False
-    text = json.dumps(doc, indent=2)
-    if json_out == STDOUT:
-        click.echo(text)
-        return True
-    write_output(json_out, text + "\n", option="--json")
-    return False
+    emit(json_out, json.dumps(doc, indent=2) + "\n", option="--json")
+    return json_out == STDOUT

@@ -37,12 +37,9 @@ def _facts(text: str, option: str) -> dict[str, object]:
 
 
 def _write(doc: object, json_out: str) -> None:
-    from regress.files import STDOUT, write_json_atomic
+    from regress.cli.output import emit
 
-    if json_out == STDOUT:
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        write_json_atomic(json_out, doc)
+    emit(json_out, json.dumps(doc, indent=1, sort_keys=True) + "\n", option="--json")
 
 
 @testlist.command()

@@ -9,9 +9,10 @@ import sys
 
 import click
 
+from regress.cli.options import FiniteFloatRange
 from regress.cli.output import emit
 from regress.errors import exit_codes_help
-from regress.files import STDOUT, check_output_path
+from regress.files import STDOUT, check_output_path, output_errors
 
 _STORE_ENV = "REGRESS_TREND_STORE"
 _DEFAULT_STORE = ".regress-trend"
@@ -100,13 +101,13 @@ def add(
 )
 @click.option(
     "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
     default=None,
     help="Largest permutation p-value of a change point (default 0.01).",
 )
 @click.option(
     "--min-change",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     default=None,
     help="Smallest relative step reported (default 0.03).",
 )
@@ -226,5 +227,6 @@ def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     require_module("matplotlib", purpose="regress trend plot", install="pip install matplotlib")
     trend_store = TrendStore(store)
     result = check_store(trend_store, metrics=metrics, config=DetectorConfig(seed=seed))
-    plot_series(plotted_series(trend_store, metrics), result.findings, output)
+    with output_errors("-o", output):
+        plot_series(plotted_series(trend_store, metrics), result.findings, output)
     click.echo(f"regress trend: plot written to {output}", err=True)

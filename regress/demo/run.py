@@ -8,9 +8,7 @@ bisect's own per-round updates.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,6 +18,7 @@ from typing import Any
 from regress.demo.history import DemoRepo, build_demo_repo
 from regress.demo.plants import PLANTS, SEEDS, Plant
 from regress.demo.probes import EVENTS_ENV, INDEX_SHARE_ENV, write_probes
+from regress.processes import WorkFolder
 from regress.progress import Progress
 
 
@@ -213,7 +212,9 @@ def run_demo(
     report = _Reporter(progress, started)
     names = [defect] if defect else list(SEEDS)
     plants = [PLANTS[n] for n in names]  # a name outside PLANTS is the caller's error
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="regress-demo-"))
+    # resolved now; a folder the user made is emptied, never deleted
+    work = WorkFolder(workdir, prefix="regress-demo-", keep=keep)
+    root = work.path
     try:
         what = "two planted regressions" if not defect else f"a planted {defect}"
         report("setup", f"writing a {commits}-commit history with {what}")
@@ -227,5 +228,4 @@ def run_demo(
         result.seconds = round(time.monotonic() - started, 2)
         return result
     finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+        work.close()

@@ -15,10 +15,8 @@ import importlib.util
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 from regress.demo.history import METADATA_FILE, _git, build_demo_repo
 from regress.demo.run import DemoEvent
+from regress.processes import WorkFolder
 from regress.progress import Progress
 
 NIGHTLY = "nightly_accept.py"
@@ -156,7 +155,9 @@ def run_trend_demo(
         if progress is not None:
             progress(DemoEvent("trend", message, time.monotonic() - started))
 
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="regress-demo-trend-"))
+    # resolved now; a folder the user made is emptied, never deleted
+    work = WorkFolder(workdir, prefix="regress-demo-trend-", keep=keep)
+    root = work.path
     try:
         repo = build_demo_repo(root / "repo", commits=commits, seed=seed)
         shas = _git(repo.path, "rev-list", "--reverse", "HEAD").split()
@@ -208,8 +209,7 @@ def run_trend_demo(
         result.seconds = round(time.monotonic() - started, 2)
         return result
     finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+        work.close()
 
 
 def _culprit(done: subprocess.CompletedProcess) -> tuple[str, str] | None:

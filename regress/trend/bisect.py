@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from regress.errors import UsageError
+from regress.processes import run_child
 from regress.trend.series import Metric, index_path
 
 #: How a plan's argv starts; ``run_plan`` swaps it for this interpreter's ``-m regress``.
@@ -159,8 +160,12 @@ def plan_bisect(
 
 
 def _spawn(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """The one place a bisect process starts (tests replace this function)."""
-    return subprocess.run(argv, check=False, **kwargs)
+    """The one place a bisect process starts (tests replace this function).
+
+    In its own process group, ended with it on Ctrl-C, SIGTERM or ``kill -9`` of this process
+    (:func:`regress.processes.run_child`).
+    """
+    return run_child(argv, **kwargs)
 
 
 def run_plan(plan: BisectPlan, **kwargs) -> subprocess.CompletedProcess:

@@ -208,14 +208,14 @@ def check_store(
         UsageError: an empty store, or a metric no night has.
     """
     config = config or DetectorConfig()
+    since = normalize_date(since, option="--since") if since else None  # before the store
+    chosen = [Metric.parse(m) for m in metrics]
     groups = store.by_configuration()
     if not groups:
         raise UsageError(
             f"the trend store {store.directory} holds no nights; add reports with "
             "`regress trend add REPORT.json --commit SHA --store DIR`"
         )
-    since = normalize_date(since) if since else None
-    chosen = [Metric.parse(m) for m in metrics]
     result = CheckResult(store=str(store.directory), config=config, since=since)
     planned: set[tuple[str, str, str]] = set()
     for cid, entries in groups.items():

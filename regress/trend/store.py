@@ -64,8 +64,13 @@ def config_id(configuration: Mapping) -> str:
     return json_digest(configuration, length=12)
 
 
-def normalize_date(text: str | None, *, now: dt.datetime | None = None) -> str:
+def normalize_date(
+    text: str | None, *, now: dt.datetime | None = None, option: str = "--date"
+) -> str:
     """``YYYY-MM-DD`` or an ISO-8601 time as UTC ``YYYY-MM-DDTHH:MM:SSZ`` (default: now).
+
+    Args:
+        option: the option that carried ``text``, for the message (``--since`` in a check).
 
     Raises:
         UsageError: for anything else.
@@ -77,7 +82,7 @@ def normalize_date(text: str | None, *, now: dt.datetime | None = None) -> str:
             moment = dt.datetime.fromisoformat(text.strip())
         except ValueError as exc:
             raise UsageError(
-                f"--date {text!r} is not a date; give YYYY-MM-DD or an ISO-8601 time"
+                f"{option} {text!r} is not a date; give YYYY-MM-DD or an ISO-8601 time"
             ) from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)

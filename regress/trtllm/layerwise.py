@@ -15,6 +15,7 @@ from typing import Any
 
 from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import MissingDependencyError, UsageError
+from regress.processes import run_child
 
 #: The ``python -m`` entry point of the child process (a CLI module).
 CHILD = "regress.cli.child"
@@ -377,7 +378,7 @@ def run_in_subprocess(
     out: Path,
     *,
     timeout: float = 1800,
-    spawn: Spawn = subprocess.run,
+    spawn: Spawn = run_child,  # its own process group, ended with regress
     python: str = sys.executable,
 ) -> list[ShapeResult]:
     """Run ``check`` in a child process; a child killed by DeepGEMM still yields results.
@@ -392,7 +393,6 @@ def run_in_subprocess(
         capture_output=True,
         text=True,
         timeout=timeout,
-        check=False,
     )
     written = {}
     if out.exists():

@@ -23,4 +23,6 @@ def deepgemm_assert_probe(signature: str | None = None) -> AssertProbe:
     return AssertProbe(signature=signature or DEEPGEMM_SIGNATURE)
 
 
-register_probe("assert", lambda config: deepgemm_assert_probe(config.signature))
+register_probe(
+    "assert", lambda config: deepgemm_assert_probe(config.signature), reads=("signature",)
+)

@@ -216,6 +216,8 @@ def probe_exit_code(
 
 register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
 register_recipe(
-    "trtllm-precompiled", lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel)
+    "trtllm-precompiled",
+    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
+    reads=("wheel",),
 )
 register_recipe("trtllm-source", lambda config: SourceRecipe())

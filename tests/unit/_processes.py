@@ -35,3 +35,48 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.02)
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (read from ``/proc``)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            out.append(int(entry.name))
+    return out
+
+
+def guardian_of(pid: int) -> int:
+    """The pid of the guardian process ``pid`` started (regress.processes)."""
+    from regress.guardian import GUARDIAN_NAME
+
+    for child in children(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if GUARDIAN_NAME.encode() in argv:
+            return child
+    raise AssertionError(f"process {pid} has no guardian")
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Live processes whose working directory is ``folder`` or below it."""
+    root = str(folder.resolve())
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive(int(entry.name)):
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            out.append(int(entry.name))
+    return out

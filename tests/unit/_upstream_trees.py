@@ -302,7 +302,12 @@ V4_OWN_MODULES = {
         "            raise ValueError('DeepSeek-V4 sparse attention metadata params are not set')\n"
         "        assert self.sparse_metadata_params.compress_ratios\n"
     ),
-    "v4-prepare": "        DeepseekV4Indexer.prepare(metadata=self)\n",
+    "v4-prepare": (
+        "        mgr, n = self.kv_cache_manager, self.num_seqs\n"
+        "        tables = torch.zeros(2, 5, n, mgr.max_blocks_per_seq, dtype=torch.int32)\n"
+        "        mgr.copy_batch_sliding_block_tables(tables, self.request_ids, self.num_contexts, n)\n"
+        "        DeepseekV4Indexer.prepare(metadata=self)\n"
+    ),
 }
 
 

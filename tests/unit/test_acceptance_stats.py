@@ -120,6 +120,58 @@ def test_bootstrap_resamples_prompts_not_steps():
     assert hi - lo > 2.0
 
 
+def _prompts_of_three_kinds(rng, n, *, steps=4):
+    """``n`` prompts, each drafting with its own acceptance rate, drawn from a known mixture.
+
+    With K = 1 a step accepts its draft with the prompt's rate ``p``, so the true mean AL (what
+    the interval is about) is 1 + mean(p) = 1.7, and steps of one prompt are correlated the way
+    real prompts' are: an interval built from steps instead of prompts would be too narrow.
+    """
+    return [
+        RequestTrace([int(rng.random() < p) for _ in range(steps)], prompt_index=j)
+        for j, p in enumerate(rng.choice((0.5, 0.7, 0.9)) for _ in range(n))
+    ]
+
+
+def test_95_percent_intervals_cover_the_true_mean_al_93_to_97_percent_of_the_time():
+    # 800 seeded samples of 50 prompts: coverage of a correct interval is 95 % +- 0.8 %
+    # (binomial), so 93..97 % fails intervals that are too narrow (steps resampled, 90 %
+    # percentiles) or too wide (99 %), not the sampling noise.
+    rng = random.Random(2026)
+    trials = 800
+    hits = 0
+    for t in range(trials):
+        lo, hi = summarize(
+            _prompts_of_three_kinds(rng, 50), 1, seed=t, n_boot=400
+        ).acceptance_length_ci
+        hits += lo <= 1.7 <= hi
+    assert 0.93 <= hits / trials <= 0.97, hits / trials
+
+
+def test_the_interval_is_the_percentile_bootstrap_of_n_prompts_drawn_with_replacement():
+    # Mutation guarded: resampling n - 1 prompts (acceptance/stats.py, rng.choices(..., k=n))
+    # widens every interval by sqrt(n / (n - 1)), which no coverage test can see at 50 prompts.
+    # The interval is pinned to its definition, computed here independently (numpy's
+    # percentiles), and to the numbers that gives.
+    import numpy as np
+
+    accepted = [[4, 4, 1], [0, 2], [3, 3, 3, 1], [1], [4, 0, 0, 2, 2], [2, 2]]
+    traces = [RequestTrace(a, prompt_index=j) for j, a in enumerate(accepted)]
+    stats = summarize(traces, 4, seed=11, n_boot=300)
+    draws = random.Random(11)
+    als = []
+    for _ in range(300):
+        picks = draws.choices(range(len(accepted)), k=len(accepted))
+        steps = sum(len(accepted[j]) for j in picks)
+        als.append(1 + sum(sum(accepted[j]) for j in picks) / steps)
+    expected = np.percentile(als, [2.5, 97.5]).tolist()
+    assert stats.acceptance_length_ci == pytest.approx(expected, abs=1e-12)
+    assert stats.acceptance_length_ci == pytest.approx(PINNED_AL_CI, abs=1e-9)
+
+
+PINNED_AL_CI = [22 / 9, 3.5]  # from the draws of seed 11 above
+
+
 def test_no_bootstrap_gives_zero_width_intervals():
     stats = summarize([RequestTrace([1, 2])], 2, n_boot=0)
     assert stats.acceptance_length_ci == [2.5, 2.5]

@@ -19,7 +19,13 @@ PACKAGE = ROOT / "regress"
 
 #: What ``regress.bisect`` may import from the rest of regress (the ground modules): it is generic, like
 #: mozregression's bisector; domain probes and recipes register themselves by name.
-BISECT_MAY_IMPORT = {"regress.errors", "regress.files", "regress.progress"}
+BISECT_MAY_IMPORT = {
+    "regress.errors",
+    "regress.files",
+    "regress.guardian",
+    "regress.processes",
+    "regress.progress",
+}
 #: Entry points allowed to import the CLI.
 CLI_IMPORTERS = {"regress.__main__"}
 

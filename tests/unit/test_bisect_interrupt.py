@@ -1,4 +1,4 @@
-"""kill -9 and Ctrl-C of a running `regress bisect run`: resume, hygiene, no orphaned probes."""
+"""kill -9, Ctrl-C and SIGTERM of a running `regress bisect run`: resume, hygiene, no orphans."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _processes import alive, wait_for
+from _processes import alive, guardian_of, wait_for
 
 from regress.bisect.git import git
 from regress.bisect.session import bisect_log, bisect_status
@@ -50,7 +50,6 @@ def start(tmp: Path, repo: Path, shas: list[str], sleep: str) -> subprocess.Pope
         str(repo),
         "--cache-dir",
         str(tmp / "cache"),
-        "-q",
         "--",
         "sh",
         str(tmp / "probe.sh"),
@@ -76,6 +75,12 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+def probe_pid(tmp: Path) -> int:
+    """The pid of the first probe that started (it publishes it by rename)."""
+    wait_for(lambda: (tmp / "probe.pid").exists() and (tmp / "probe.pid").read_text())
+    return int((tmp / "probe.pid").read_text())
+
+
 def setup(tmp_path):
     repo = tmp_path / "repo"
     shas = regression_history(repo, 32, 21)
@@ -92,7 +97,7 @@ def test_kill_9_then_resume_repeats_no_recorded_probe(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     in_flight = int((tmp_path / "probe.pid").read_text())
-    wait_for(lambda: not alive(in_flight))  # the orphaned probe finishes on its own
+    wait_for(lambda: not alive(in_flight))  # the guardian ends the orphaned probe
     assert snapshot(repo) == before
     assert git(["worktree", "list"], cwd=repo).stdout.count("\n") == 1
     recorded = bisect_log(str(repo), str(tmp_path / "cache"))
@@ -117,25 +122,59 @@ def test_ctrl_c_kills_the_probe_group_and_cleans_up(tmp_path):
     repo, shas = setup(tmp_path)
     before = snapshot(repo)
     proc = start(tmp_path, repo, shas, "30")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    probe_pid = int((tmp_path / "probe.pid").read_text())
+    first = probe_pid(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130
     assert "rerun the same command to resume" in err.decode()
-    wait_for(lambda: not alive(probe_pid))
+    wait_for(lambda: not alive(first))
     state = bisect_status(str(repo), str(tmp_path / "cache"))
     assert state["session"] == "interrupted" and "rerun the same" in state["text"]
     assert snapshot(repo) == before
     assert not any((tmp_path / "cache").rglob("slot-*"))
 
 
-def test_sigterm_unwinds_like_ctrl_c(tmp_path):
+def test_sigterm_unwinds_like_ctrl_c_and_exits_143(tmp_path):
     repo, shas = setup(tmp_path)
     proc = start(tmp_path, repo, shas, "30")
-    wait_for(lambda: (tmp_path / "probe.pid").exists() and (tmp_path / "probe.pid").read_text())
-    probe_pid = int((tmp_path / "probe.pid").read_text())
+    first = probe_pid(tmp_path)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=300)
-    assert proc.returncode == 130
-    wait_for(lambda: not alive(probe_pid))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err.decode()
+    assert "terminated (SIGTERM); rerun the same command to resume" in err.decode()
+    assert "Traceback" not in err.decode()
+    wait_for(lambda: not alive(first))
+    state = bisect_status(str(repo), str(tmp_path / "cache"))
+    assert state["session"] == "interrupted"
+    assert not any((tmp_path / "cache").rglob("slot-*"))
+
+
+def test_kill_9_leaves_no_probe_running(tmp_path):
+    # The probe sleeps 120 s and the wait below gives up after 30: a probe that finishes on its
+    # own (no guardian) fails this test.
+    repo, shas = setup(tmp_path)
+    proc = start(tmp_path, repo, shas, "120")
+    first = probe_pid(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_for(lambda: not alive(first), timeout=30)
+
+
+def test_a_resumed_bisect_ends_the_probe_a_killed_run_left_in_its_slot(tmp_path):
+    # Both the bisect and its guardian killed (an OOM kill takes both): the orphan keeps running
+    # in slot-0, where the resumed bisect would check out and probe beside it.
+    repo, shas = setup(tmp_path)
+    proc = start(tmp_path, repo, shas, "120")
+    orphan = probe_pid(tmp_path)
+    os.kill(guardian_of(proc.pid), signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert alive(orphan)
+    (tmp_path / "probe.pid").unlink()
+
+    resumed = start(tmp_path, repo, shas, "0")
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err.decode()
+    assert f"first bad commit: {shas[21]}" in out.decode()
+    assert f"slot-0: ended the probe (pid {orphan}, commit" in err.decode()
+    assert not alive(orphan)

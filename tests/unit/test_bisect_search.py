@@ -203,6 +203,34 @@ def test_strict_deterministic_mode_is_inconclusive_on_contradiction():
     assert "contradiction" in result.notes[0]
 
 
+def _good_endpoint_flips_once(culprit):
+    """The old endpoint fails its first run and passes every rerun; the rest is clean."""
+    seen = []
+    clean = oracle(culprit)
+
+    def evaluate(positions):
+        out = []
+        for p in positions:
+            out.append(B if p == 0 and 0 not in seen else clean([p])[0])
+            seen.append(p)
+        return out
+
+    return evaluate
+
+
+def test_strict_mode_ends_inconclusive_when_an_endpoint_flips_and_never_turns_flaky():
+    # Mutation guarded: `self.config.mode != "auto"` dropped from Search._switch, so strict
+    # (deterministic) mode switched to flaky on the flip and answered "found" instead.
+    result = search(20, _good_endpoint_flips_once(10), SearchConfig(mode="deterministic"))
+    assert result.status == "inconclusive"
+    assert (result.strategy, result.switched) == ("deterministic", None)
+    assert any(
+        n.startswith("contradiction: position 0 both passed and failed") for n in result.notes
+    )
+    auto = search(20, _good_endpoint_flips_once(10), SearchConfig(mode="auto"))
+    assert auto.switched and auto.strategy == "flaky"  # the same flip in auto mode does switch
+
+
 @pytest.mark.parametrize(("n", "eps"), [(64, 0.1), (512, 0.2), (200, 0.3)])
 def test_flaky_mode_finds_culprit_despite_false_fails(n, eps):
     hits = 0

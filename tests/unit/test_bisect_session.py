@@ -479,6 +479,24 @@ def test_an_untracked_probe_is_named_with_the_fix(repo, command):
     assert run_bisect(fixed).culprit.sha == shas[11]
 
 
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        ({"build": "exit 3"}, "build failed (exit 3)"),
+        ({"launcher": ["no-such-launcher"]}, "could not start"),
+        ({"probe": "pytest"}, "no JUnit report"),
+    ],
+)
+def test_the_cause_comes_first_and_an_uncommitted_probe_file_is_only_a_note(repo, change, cause):
+    # The probe file differs from the committed one, but the run failed for another reason: the
+    # message used to open with "the probe file ... differs" and give the cause last.
+    path, shas, tmp = repo
+    (path / "probe.sh").write_text("#!/bin/sh\n" + PROBE)
+    message = one_line_error(config(path, shas, tmp, command=["sh", "probe.sh"], **change))
+    assert message.startswith(f"last run at {shas[0][:12]}: {cause}"), message
+    assert message.index("could not test") < message.index("note: the probe file probe.sh")
+
+
 def test_a_probe_edited_but_not_committed_is_named(tmp_path):
     shas = write_history(
         tmp_path / "r", [{"app.py": f"BUG = {i >= 3}\n", "p.sh": "exit 1\n"} for i in range(6)]
@@ -513,8 +531,8 @@ def test_an_endpoint_failure_names_its_cause_log_and_fix(repo, change, cause, fi
         change["command"] = [sys.executable, str(tmp / "m.py")]
     message = one_line_error(config(path, shas, tmp, **change))
     assert "the good" in message and "endpoint" in message
-    assert f"last run at {shas[0][:12]}: {cause}" in message and fix in message
-    logs = message.split("(output: ")[1].rstrip(")").split(", ")
+    assert message.startswith(f"last run at {shas[0][:12]}: {cause}") and fix in message
+    logs = message.split("(output: ")[1].split(")")[0].split(", ")
     assert all(Path(p).is_file() for p in logs)
 
 

@@ -70,7 +70,7 @@ def test_commands_that_need_torch_name_the_extra(command):
     done = regress_without_torch(command, "--help")
     assert done.returncode == 3  # MissingDependencyError is an EngineError (errors.py)
     assert f"regress {command} needs torch" in done.stderr
-    assert "pip install 'regress[torch]'" in done.stderr
+    assert "pip install 'trtllm-regress[torch]'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -81,3 +81,18 @@ def test_the_package_metadata_keeps_torch_out_of_the_core_dependencies():
     assert not any(dep.startswith("torch") for dep in project["dependencies"])
     assert any(dep.startswith("torch") for dep in project["optional-dependencies"]["torch"])
     assert any(dep.startswith("torch") for dep in project["optional-dependencies"]["test"])
+
+
+def test_the_distribution_name_is_free_of_the_regex_bindings_and_the_import_name_stays():
+    # PyPI's `regress` is Python bindings to Rust's regex engine with its own top-level
+    # `regress` module: `pip install regress` installed that, not us.
+    import tomllib
+
+    from regress import DISTRIBUTION
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION == "trtllm-regress"
+    assert project["scripts"] == {"regress": "regress.cli:main"}
+    assert (REPO / "regress" / "__init__.py").is_file()
+    readme = (REPO / "README.md").read_text()
+    assert f"pip install {DISTRIBUTION}" in readme or f"'{DISTRIBUTION}[" in readme

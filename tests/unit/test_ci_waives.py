@@ -70,6 +70,10 @@ def test_every_construct_of_the_grammar_parses():
         ('tests/a.py -k "a and" SKIP', "is not a pytest expression"),
         ('tests/a.py -x "a" SKIP', "unknown option '-x'"),
         ("tests/a.py::t ISOLATED", "unknown marker 'ISOLATED'"),
+        # a misspelt marker with a slash looks like a second path; its capitals say it is not
+        # (mutation guarded: `word.isupper()` dropped from ci/listline.py's path loop)
+        ("tests/a.py SKIP/", "unknown marker 'SKIP/'"),
+        ("tests/a.py::t XFAIL/ (r)", "unknown marker 'XFAIL/'"),
         ("tests/a.py notapath SKIP", "unexpected 'notapath'"),
         ("/abs/a.py::t SKIP (x)", "relative to the repository root"),
         ("full:B200/../a.py SKIP (x)", "relative to the repository root"),

@@ -175,7 +175,7 @@ def test_prompts_file(runner, synthetic):
         (["--max-draft-len", "0"], "x>=1"),
         (["--tolerance", "1"], "0<=x<1"),
         (["--baseline", "/nonexistent/base.json"], "cannot read acceptance report"),
-        (["--tolerance", "nan"], "not nan"),
+        (["--tolerance", "nan"], "'nan' is not a finite number"),
         (["--tolerance", "-0.1"], "0<=x<1"),
         (["--seed", "-1"], "0<=x<=4294967295"),
         (["--num-prompts", "0"], "x>=1"),
@@ -367,7 +367,7 @@ def test_write_error_after_the_run_is_bad_input_not_a_regression(
     fill_the_disk(monkeypatch)
     result = accept(runner, "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 2
-    assert "cannot write acceptance report" in result.stderr
+    assert f"--json {tmp_path / 'r.json'}: cannot write (No space left" in result.stderr
     assert "No space left on device" in result.stderr
     assert list(tmp_path.iterdir()) == []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from _outputs import blocked_path, fill_the_disk
@@ -62,9 +63,9 @@ def test_demo_end_to_end_finds_both_planted_commits(tmp_path, monkeypatch):
     monkeypatch.setenv("REGRESS_DEMO_PROMPTS", "4")
     monkeypatch.setenv("REGRESS_DEMO_TOKENS", "16")
     monkeypatch.delenv("REGRESS_DEFECTS", raising=False)
+    monkeypatch.chdir(tmp_path)  # a relative --workdir: the probes run in their clones
     out = CliRunner().invoke(
-        cli,
-        ["demo", "--commits", "10", "--json", "-", "--keep", "--workdir", str(tmp_path / "demo")],
+        cli, ["demo", "--commits", "10", "--json", "-", "--keep", "--workdir", "demo"]
     )
     assert out.exit_code == 0, out.output[-3000:]
     doc = json.loads(out.stdout)
@@ -93,6 +94,46 @@ def test_demo_end_to_end_finds_both_planted_commits(tmp_path, monkeypatch):
         ["git", "worktree", "list"], cwd=doc["repo"], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert len(worktrees) == 1
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_relative_workdir_is_resolved_and_only_a_folder_the_demo_made_is_removed(
+    tmp_path, monkeypatch, exists
+):
+    import regress.bisect as bisect
+    from regress.bisect.report import BisectResult
+    from regress.demo.probes import EVENTS_ENV
+
+    seen = []
+
+    def fake(config, progress=None):
+        seen.append(config)
+        return BisectResult(
+            status="inconclusive",
+            good=config.good,
+            bad=config.bad,
+            commits=8,
+            culprit=None,
+            confidence=0.0,
+            probes=0,
+            cached=0,
+            steps=[],
+            strategy="deterministic",
+        )
+
+    monkeypatch.setattr(bisect, "run_bisect", fake)
+    monkeypatch.chdir(tmp_path)
+    if exists:
+        (tmp_path / "wd1").mkdir()  # the user's own (empty) folder
+    out = CliRunner().invoke(cli, ["demo", "--commits", "8", "--workdir", "wd1"])
+    assert out.exit_code == 1, out.output  # the fake found nothing: a culprit missed
+    for config in seen:  # everything a probe or the bisect opens is absolute
+        assert all(Path(p).is_absolute() for p in (config.cache_dir, *config.overlays))
+        assert Path(config.env[EVENTS_ENV]).is_absolute()
+        assert Path(config.repo).is_absolute()
+    assert len(seen) == 2
+    assert (tmp_path / "wd1").exists() is exists
+    assert not exists or list((tmp_path / "wd1").iterdir()) == []
 
 
 def test_workdir_must_be_empty(tmp_path):
@@ -202,3 +243,20 @@ def test_probe_watcher_reports_each_run_once_and_only_whole_lines(tmp_path):
         ("first", "probe run 2 started on bbbbbbbbbb"),
         ("second", "probe run 1 started on cccccccccc"),
     ]
+
+
+def test_an_error_naming_files_of_the_removed_work_folder_says_how_to_keep_them(
+    tmp_path, monkeypatch
+):
+    import regress.bisect as bisect
+
+    def fails(config, progress=None):
+        raise RegressError(f"probe failed (output: {config.cache_dir}/logs/x.log)", exit_code=2)
+
+    monkeypatch.setattr(bisect, "run_bisect", fails)
+    out = CliRunner().invoke(cli, ["demo", "--commits", "8", "--workdir", str(tmp_path / "w")])
+    assert out.exit_code == 2
+    assert out.stderr.strip().endswith(
+        "the work folder was removed: rerun with --keep to keep the files it names"
+    )
+    assert not (tmp_path / "w").exists()

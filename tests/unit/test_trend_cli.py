@@ -72,7 +72,7 @@ def test_check_exits_0_on_quiet_nights_and_on_an_improvement(runner, tmp_path):
     assert "improvement" in res.output
 
 
-def test_since_keeps_an_old_regression_from_alarming(runner, tmp_path):
+def test_since_keeps_an_old_regression_from_alarming_and_counts_its_own_night(runner, tmp_path):
     _fill(tmp_path, step_series(40, at=(15,), sizes=(-STEP,), seed=4))
     args = [
         "trend",
@@ -84,6 +84,19 @@ def test_since_keeps_an_old_regression_from_alarming(runner, tmp_path):
     ]
     assert _invoke(runner, *args).exit_code == 1
     assert _invoke(runner, *args, "--since", night(30)).exit_code == 0
+    # On or after: a regression first seen on the --since night itself alarms (mutation guarded:
+    # `first_bad["date"] >= since` as `>` in trend/check.py let it pass silently).
+    assert _invoke(runner, *args, "--since", night(15)).exit_code == 1  # the first bad night
+    assert _invoke(runner, *args, "--since", night(16)).exit_code == 0  # the night after
+
+
+def test_a_since_that_is_no_date_names_since(runner, tmp_path):
+    _fill(tmp_path, step_series(10, seed=5))
+    res = runner.invoke(cli, ["trend", "check", "--store", str(tmp_path), "--since", "yesterday"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "regress: error: --since 'yesterday' is not a date; give YYYY-MM-DD or an ISO-8601 time"
+    )
 
 
 def test_bad_input_exits_2(runner, tmp_path):
