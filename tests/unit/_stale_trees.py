@@ -56,6 +56,13 @@ _INDPTR = "        self._refresh_gen_kv_indptr()\n"
 _COUNTS = "        self._refresh_block_counts()\n"
 _MIRROR = "        self._mirror_block_counts()\n"
 _REFRESH = _INDPTR + _COUNTS + _MIRROR
+#: A cache validity flag prepare() sets and every spec-dec refresh clears, as upstream's
+#: ``TrtllmAttentionMetadata.update_for_spec_dec`` invalidates its MLA scheduler buffers
+#: (``trtllm.py`` @ 017aa0ca ``_invalidate_mla_scheduler_buffers``): only a fresh object that
+#: replays the refresh holds the live value.
+_SPEC_UPDATE = "    def update_for_spec_dec(self):\n        super().update_for_spec_dec()\n"
+_INVALIDATE = "        self._scheduler_valid = False\n"
+_VALIDATE = "        self._scheduler_valid = True\n"
 #: The end of prepare() and the refresh point of on_update_kv_lens() in the fake DSA module.
 _PREPARE_TAIL = "        self._slot_mappings()\n\n    def on_update_kv_lens(self):\n"
 _UPDATE_TAIL = "        self._slot_mappings()\n        if self.num_generations > 0:\n"
@@ -229,6 +236,9 @@ def stale_tree_files(
     # prepare() and on_update_kv_lens() both rebuild them after the slot mappings
     meta = _edit(meta, _PREPARE_TAIL, _PREPARE_TAIL.replace("()\n\n", "()\n" + _REFRESH + "\n", 1))
     meta = _edit(meta, _UPDATE_TAIL, _UPDATE_TAIL.replace("()\n", "()\n" + _REFRESH, 1))
+    meta = _edit(meta, _SPEC_UPDATE, _SPEC_UPDATE + _INVALIDATE)
+    end = _REFRESH + "\n    def on_update_kv_lens(self):\n"  # prepare()'s end, as edited above
+    meta = _edit(meta, end, _REFRESH + _VALIDATE + end[len(_REFRESH) :])
     files[keys["dsa"]] = meta
     if plant in PLANTS:
         key, old, new = PLANTS[plant]
