@@ -28,6 +28,7 @@ from _upstream_trees import (
 from click.testing import CliRunner
 
 from regress.cli import cli
+from regress.errors import TERMINATED
 from regress.upstream.check import run_check
 from regress.upstream.isolation import report_from_json
 
@@ -141,7 +142,7 @@ def test_sigterm_takes_the_hanging_child_down_with_regress_check(tmp_path):
         wait_for(lambda: bool(_children(proc.pid)))
         (child,) = _children(proc.pid)
         os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143  # regress's SIGTERM exit (issue 23), as every command
+        assert proc.wait(timeout=60) == TERMINATED  # handled as Ctrl-C is: cleaned up, exit 143
         wait_for(lambda: not alive(child))
     finally:
         if proc.poll() is None:

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One GPU session's checks, in one call (a lent machine costs its start every time it is asked for).
+#
+#   OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh                  # every step
+#   OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh gpu_tests accept  # only these steps
+#
+# Steps: gpu_tests, unit_cuda, accept, engine_bench. A lent machine runs one command for at most
+# 10 minutes, so a lease may split them over two calls; each step has its own time limit.
+#
+# Runs, each step's output kept in $OUT/<step>.txt and its exit code in $OUT/summary.txt (a step that
+# fails does not stop the others: the point is to learn every result a lease can give):
+#   1. the GPU integration tests (pytest -m gpu --require-gpu), JUnit in $OUT/gpu.xml;
+#   2. the unit suite on that machine's CUDA torch, with whatever plugins its image has;
+#   3. regress accept on CUDA: clean, stale_req_idx and no_accept_v1_cache_manager at batch 1,8,32, K=4;
+#   4. benchmarks/reference_engine.py --device cuda (eager vs graph, map refresh, sentinel overhead).
+# Works without installing regress (the image's pytest has no entry point for our plugin):
+# PYTHONPATH=. and -p regress.pytest_plugin. A junitparser wheel under .whl/ is installed first if the
+# image lacks it.
+set -u
+OUT=${OUT:?set OUT to a folder for the results}
+mkdir -p "$OUT"
+export PYTHONPATH=.
+PY=${PYTHON:-python}
+summary="$OUT/summary.txt"
+: >"$summary"
+
+wanted() { local s; for s in $STEPS; do [ "$s" = "$1" ] && return 0; done; return 1; }
+STEPS="$*"
+
+step() {  # step NAME TIMEOUT_S COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local start=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.txt" 2>&1
+    local rc=$?
+    echo "$name rc=$rc $((SECONDS - start))s" >>"$summary"
+}
+
+$PY -c "import junitparser" 2>/dev/null || $PY -m pip install -q --no-deps .whl/junitparser-*.whl
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+    nproc
+    uptime
+} >"$OUT/machine.txt" 2>&1
+
+if [ -z "$STEPS" ] || wanted gpu_tests; then
+    step gpu_tests 240 $PY -m pytest -p regress.pytest_plugin -m gpu tests/integration --require-gpu \
+        -q -rs -p no:cacheprovider --junitxml="$OUT/gpu.xml"
+fi
+if [ -z "$STEPS" ] || wanted unit_cuda; then
+    step unit_cuda 420 $PY -m pytest -p regress.pytest_plugin tests/unit -n 12 -q -p no:cacheprovider
+fi
+if [ -z "$STEPS" ] || wanted accept; then
+    for defect in none stale_req_idx no_accept_v1_cache_manager; do
+        args=()
+        [ "$defect" = none ] || args=(--defect "$defect")
+        step "accept_$defect" 120 $PY -m regress accept --device cuda --batch-sizes 1,8,32 \
+            --max-draft-len 4 "${args[@]}" --json "$OUT/accept_$defect.json"
+    done
+fi
+if [ -z "$STEPS" ] || wanted engine_bench; then
+    step engine_bench 150 $PY benchmarks/reference_engine.py --device cuda --batch 1 8 32
+fi
+cat "$summary"
