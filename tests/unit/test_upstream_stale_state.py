@@ -175,3 +175,11 @@ def test_each_plant_is_named_under_the_worker_too(tmp_path, plant):
     report = run_check(tree, scenarios=["stale_state"])
     assert report.exit_code == 1, report.lines()
     assert set(_unexplained(report)) == {PLANTED_FIELD[plant]}
+
+
+def test_the_worker_drives_deepseek_v4_too(tmp_path):
+    tree = build_stale_tree(tmp_path, "C", plant="v4_ratio_not_refreshed", workers=WORKER)
+    report = run_check(tree, scenarios=["stale_state"])
+    found = _unexplained(report)
+    assert set(found) == {PLANTED_FIELD["v4_ratio_not_refreshed"]}
+    assert "draft_step_0@update_for_spec_dec#1" in found["compressed_kv_lens_cuda[4]"]
