@@ -9,18 +9,34 @@
 #
 # Runs, each step's output kept in $OUT/<step>.txt and its exit code in $OUT/summary.txt (a step that
 # fails does not stop the others: the point is to learn every result a lease can give):
-#   1. the GPU integration tests (pytest -m gpu --require-gpu), JUnit in $OUT/gpu.xml;
+#   1. the GPU integration tests (pytest -m gpu; tests needing more GPUs than the box has or an
+#      installed TensorRT-LLM skip, with the reason), JUnit in $OUT/gpu.xml;
 #   2. the unit suite on that machine's CUDA torch, with whatever plugins its image has;
 #   3. regress accept on CUDA: clean, stale_req_idx and no_accept_v1_cache_manager at batch 1,8,32, K=4;
 #   4. benchmarks/reference_engine.py --device cuda (eager vs graph, map refresh, sentinel overhead).
-# Works without installing regress (the image's pytest has no entry point for our plugin):
-# PYTHONPATH=. and -p regress.pytest_plugin. A junitparser wheel under .whl/ is installed first if the
-# image lacks it.
+# regress is installed as a user installs it, from a wheel of this checkout carried in .whl/
+# (`pip wheel --no-deps . -w .whl` just before the call: a stale wheel tests old code in children):
+# its pytest11 entry point and `regress` command are then what the tests see. Without that wheel
+# the checkout is put on PYTHONPATH with PYTEST_PLUGINS standing in for the entry point, which is
+# not the same (PYTEST_DISABLE_PLUGIN_AUTOLOAD does not turn PYTEST_PLUGINS off, so the few tests
+# that run a pytest with autoload off fail there). A junitparser wheel under .whl/ is installed
+# first if the image lacks it.
 set -u
 OUT=${OUT:?set OUT to a folder for the results}
 mkdir -p "$OUT"
-export PYTHONPATH=.
 PY=${PYTHON:-python}
+$PY -c "import junitparser" 2>/dev/null || $PY -m pip install -q --no-deps .whl/junitparser-*.whl
+wheel=$(ls .whl/trtllm_regress-*.whl 2>/dev/null | head -n 1)
+if [ -n "$wheel" ]; then
+    $PY -m pip install -q --no-deps --force-reinstall "$wheel"
+else
+    export PYTHONPATH=$PWD PYTEST_PLUGINS=regress.pytest_plugin
+    shim=$(mktemp -d)
+    trap 'rm -rf "$shim"' EXIT
+    printf '#!/bin/sh\nexec %s -m regress "$@"\n' "$(command -v "$PY")" >"$shim/regress"
+    chmod +x "$shim/regress"
+    export PATH="$shim:$PATH"
+fi
 summary="$OUT/summary.txt"
 : >"$summary"
 
@@ -36,7 +52,6 @@ step() {  # step NAME TIMEOUT_S COMMAND...
     echo "$name rc=$rc $((SECONDS - start))s" >>"$summary"
 }
 
-$PY -c "import junitparser" 2>/dev/null || $PY -m pip install -q --no-deps .whl/junitparser-*.whl
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
@@ -45,11 +60,11 @@ $PY -c "import junitparser" 2>/dev/null || $PY -m pip install -q --no-deps .whl/
 } >"$OUT/machine.txt" 2>&1
 
 if [ -z "$STEPS" ] || wanted gpu_tests; then
-    step gpu_tests 240 $PY -m pytest -p regress.pytest_plugin -m gpu tests/integration --require-gpu \
+    step gpu_tests 240 $PY -m pytest -m gpu tests/integration \
         -q -rs -p no:cacheprovider --junitxml="$OUT/gpu.xml"
 fi
 if [ -z "$STEPS" ] || wanted unit_cuda; then
-    step unit_cuda 420 $PY -m pytest -p regress.pytest_plugin tests/unit -n 12 -q -p no:cacheprovider
+    step unit_cuda 420 $PY -m pytest tests/unit -n 12 -q -p no:cacheprovider
 fi
 if [ -z "$STEPS" ] || wanted accept; then
     for defect in none stale_req_idx no_accept_v1_cache_manager; do

@@ -78,6 +78,14 @@ class DraftGraphs:
         tokens = torch.zeros(b_pad, dtype=torch.int64, device=run.dev)
         hidden = torch.zeros(b_pad, run.cfg.hidden, dtype=torch.float64, device=run.dev)
         saved_kv = md.kv_lens_cuda.clone()
+        # The warm-up runs the draft steps for real on the live batch (zero tokens), writing K/V
+        # at the slots the live requests' next draft steps own. The replay rewrites most of them,
+        # but a read of a slot the replay has not reached yet (the rejected-branch stash of index
+        # share) saw the warm-up's values instead of draft step 0's: CUDA-graph runs drifted from
+        # eager only at the iterations that captured. Upstream captures at start-up with dummy
+        # requests, so its warm-up touches no live cache; here the live cache is put back.
+        cache = run.draft_cache
+        saved_cache = [t.clone() for t in (cache.k, cache.v, cache.k_idx) if t is not None]
         side = torch.cuda.Stream(device=run.dev)
         side.wait_stream(torch.cuda.current_stream(run.dev))
         with torch.cuda.stream(side):  # warm-up outside capture, as torch requires
@@ -91,6 +99,9 @@ class DraftGraphs:
         with torch.cuda.graph(graph, stream=side):
             outs = run.draft_steps(tokens, hidden)
         md.kv_lens_cuda.copy_(saved_kv)
+        live = [t for t in (cache.k, cache.v, cache.k_idx) if t is not None]
+        for tensor, before in zip(live, saved_cache, strict=True):
+            tensor.copy_(before)
         entry = _Captured(graph, tokens, hidden, outs)
         self.captured[b_pad] = entry
         return entry

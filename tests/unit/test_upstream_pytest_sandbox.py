@@ -9,6 +9,10 @@ plus two tests that need what a CPU lacks. Each run is a subprocess: the sandbox
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
+
 import pytest
 from _upstream_trees import build_tree
 
@@ -78,23 +82,36 @@ def _run(pytester: pytest.Pytester, fix: str, *extra: str):
     )  # fmt: skip
 
 
+@functools.cache
+def _real_cuda() -> bool:
+    """On a GPU box the stream test gets a real CUDA runtime, so it passes instead of being a gap.
+
+    Asked in a child: torch imported into this worker beside pytester's runs crashed it in GC.
+    """
+    probe = "import torch; print(torch.cuda.is_available())"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return done.stdout.strip() == "True"
+
+
 def test_post_fix_tree_passes_with_no_cuda_skip_and_gaps_as_skips(pytester):
     result = _run(pytester, "post")
-    result.assert_outcomes(passed=5, skipped=2)
+    cuda_gaps = 0 if _real_cuda() else 1
+    result.assert_outcomes(passed=6 - cuda_gaps, skipped=1 + cuda_gaps)
     assert "CUDA not available" not in result.stdout.str()
     result.stdout.fnmatch_lines(
         [
             "regress sandbox: tensorrt_llm from *(era C), CUDA on the CPU*",
-            "skipped as sandbox gaps: 2",
+            f"skipped as sandbox gaps: {1 + cuda_gaps}",
             "*regress sandbox gap: *stub*fused_gather_kernel*test_upstream_shaped.py:*",
-            "*regress sandbox gap: upstream needs the CUDA runtime*",
+            *(["*regress sandbox gap: upstream needs the CUDA runtime*"] if cuda_gaps else []),
         ]
     )
 
 
 def test_helper_without_the_rebuild_fails_the_stale_map_test(pytester):
     result = _run(pytester, "helper")
-    result.assert_outcomes(passed=4, failed=1, skipped=2)
+    cuda_gaps = 0 if _real_cuda() else 1
+    result.assert_outcomes(passed=5 - cuda_gaps, failed=1, skipped=1 + cuda_gaps)
     result.stdout.fnmatch_lines(["*FAILED*test_on_update_kv_lens_rebuilds_the_map*"])
 
 
