@@ -27,7 +27,8 @@ from regress.upstream.isolation import DEFAULT_TIMEOUT_S
     multiple=True,
     metavar="NAME",
     help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
-    "runner_guard, sentinel_lifecycle.",
+    "runner_guard, sentinel_lifecycle, draft_callers, metadata_classes, fused_metadata, "
+    "draft_kv_cache, ragged_verify.",
 )
 @click.option(
     "--sm",

@@ -35,8 +35,10 @@ Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-L
    ``sample_and_accept_draft_tokens`` returns it.
 4. **Restore** (``eagle3.py`` ``_restore_attn_metadata_from_spec_dec``, code index stored id
    57352998664):
-   ``restore_from_spec_dec()`` puts the saved ``_seq_lens``/``_seq_lens_cuda`` back and
-   ``on_update()`` recounts. Nothing rebuilds the backend's derived buffers: the DSA map stays
+   ``restore_from_spec_dec()`` puts the saved ``_seq_lens``/``_seq_lens_cuda`` back; the newest
+   ``SpecWorkerBase`` restore also brings back ``num_contexts`` and ``host_request_types`` (the
+   same tensor) that step 0 rewrote (upstream's unit tests of the paired prepare/restore, code
+   index stored ids 57444030939 and 57684039558), and ``on_update()`` recounts. Nothing rebuilds the backend's derived buffers: the DSA map stays
    in the draft-step layout until the next ``prepare()``.
 
 Where upstream guarantees that derived buffers (``req_idx_per_token``, ``kv_lens_cuda_2d``) match
@@ -186,6 +188,8 @@ def iter_draft_loop(
 
     bs = int(metadata.num_seqs)
     num_contexts = int(metadata.num_contexts)
+    request_types = getattr(metadata, "host_request_types", None)
+    saved_types = request_types.clone() if request_types is not None else None
     if hasattr(metadata, "prepare_for_spec_dec"):
         metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
         restore: Callable[[], None] = metadata.restore_from_spec_dec
@@ -208,7 +212,6 @@ def iter_draft_loop(
                 metadata._seq_lens_cuda[:bs].copy_(lens)
             metadata.on_update()
             if getattr(metadata, "kv_cache_manager", None) is not None:
-                request_types = getattr(metadata, "host_request_types", None)
                 if request_types is not None:
                     request_types[: metadata.num_contexts].fill_(1)
                 metadata.num_contexts = 0
@@ -226,6 +229,9 @@ def iter_draft_loop(
         metadata.update_for_spec_dec()
         yield "draft_step", i
     restore()
+    metadata.num_contexts = num_contexts
+    if saved_types is not None:
+        request_types.copy_(saved_types)
     metadata.on_update()
     yield "restore", None
 

@@ -5,9 +5,10 @@ exception is the tree's when the innermost frame that is not library code (the s
 torch, the device pass-through of :mod:`regress.upstream.cuda`) lies in the tree. Everything else
 is a gap, with the cause and the innermost upstream frame (``path:line in fn()``) named:
 
-* ``sandbox``: a strict stub was used, or a fake of :mod:`regress.upstream.fakes` / value of
-  :mod:`regress.upstream.eras` raised, was called with arguments it does not take, or lacks an
-  attribute upstream reads;
+* ``sandbox``: a strict stub was used, or a fake of :mod:`regress.upstream.fakes` /
+  :mod:`regress.upstream.drafts` (the draft model and spec metadata handed to upstream's worker)
+  / value of :mod:`regress.upstream.eras` raised, was called with arguments it does not take, or
+  lacks an attribute upstream reads;
 * ``runtime``: upstream reached the CUDA runtime (``torch.cuda.*``) or a compiled custom operator
   (``torch.ops.trtllm.*``), which a CPU build of torch does not have;
 * ``import``: the tree cannot be imported (a syntax error, NUL bytes, a missing module or name);
@@ -34,7 +35,7 @@ from regress.upstream import SandboxGap
 _HERE = Path(__file__).resolve().parent
 _REGRESS = _HERE.parent
 #: Modules of this package that stand in for upstream: what raises there is the sandbox's.
-SANDBOX_MODULES = frozenset({"fakes", "stubs", "eras", "shells"})
+SANDBOX_MODULES = frozenset({"fakes", "drafts", "stubs", "eras", "shells"})
 #: Pass-throughs: the device rewrite calls torch for upstream, so a torch error there is judged
 #: by the frame that called torch.
 TRANSPARENT_MODULES = frozenset({"cuda"})

@@ -10,7 +10,7 @@ from pathlib import Path
 from regress.progress import Progress
 from regress.upstream import Ledger, SandboxGap
 from regress.upstream.blame import blame, describe
-from regress.upstream.eras import ENV, Settings, Upstream, all_values, plan_for
+from regress.upstream.eras import Settings, Upstream, all_values, plan_for
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 from regress.upstream.report import CheckReport
 from regress.upstream.scenarios import SCENARIOS, ScenarioResult
@@ -68,7 +68,7 @@ def run_check(
     gaps: list[str] = []
     try:
         with Sandbox(
-            plan.checkout, plan.real, all_values(plan, settings), env=ENV, ledger=ledger
+            plan.checkout, plan.real, all_values(plan, settings), env=plan.env, ledger=ledger
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
             for name in wanted:

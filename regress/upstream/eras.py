@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -61,9 +62,31 @@ SPARSE_SETTINGS: dict[str, Any] = {
     "use_cute_dsl_paged_mqa_logits": False,
     "indexer_rope_interleave": False,
 }
+#: Fields only a subclass's metadata params carry (``DeepSeekV4MetadataParams``,
+#: ``.../sparse/deepseek_v4/params.py`` @ 50aec1cb): one compress ratio per layer of the fake
+#: manager's two, a sliding-window layer and a sparse (ratio-4, indexed) one.
+PARAMS_ONLY_SETTINGS: dict[str, Any] = {"compress_ratios": [1, 4]}
 
-#: Environment forced inside the sandbox: GPU-only code paths switched off.
-ENV = {"TRTLLM_FUSED_DSA_METADATA": "0"}
+#: Environment forced inside the sandbox: GPU-only code paths switched off. The fused DSA
+#: decode-metadata kernel (one Triton launch replacing the eager map + slot-mapping chain in
+#: ``on_update_kv_lens()``) is gated by ``TRTLLM_FUSED_DSA_METADATA`` (on only for "1", default off;
+#: ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f ``_fused_dsa_meta_enabled``) and in
+#: newer code by ``TRTLLM_DISABLE_FUSED_DSA_METADATA`` (fusion on by default; upstream's
+#: ``test_fused_metadata.py`` @ 5de04e21): both are forced to the eager path, which runs for real.
+ENV = {"TRTLLM_FUSED_DSA_METADATA": "0", "TRTLLM_DISABLE_FUSED_DSA_METADATA": "1"}
+
+#: A fused-metadata gate read from the DSA module's source: ``os.environ.get("TRTLLM_..FUSED..")``.
+_FUSED_GATE = re.compile(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z0-9_]*FUSED[A-Z0-9_]*)["']""")
+
+#: The one-model speculative workers' modules (relative to ``tensorrt_llm/``), executed from
+#: source when present so that ``regress check`` drives upstream's own draft loop
+#: (:mod:`regress.upstream.workers`); ``interface.py`` holds ``SpecWorkerBase``.
+CALLER_FILES: tuple[str, ...] = (
+    "_torch/speculative/interface.py",
+    "_torch/speculative/eagle3.py",
+    "_torch/speculative/mtp.py",
+    "_torch/speculative/draft_target.py",
+)
 
 
 @dataclass
@@ -133,6 +156,9 @@ def stub_values(settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
         "tensorrt_llm._torch.cute_dsl_utils": {
             "IS_CUTLASS_DSL_AVAILABLE": (False, "no CuTe DSL on a CPU"),
         },
+        "tensorrt_llm._torch.flashinfer_utils": {
+            "IS_FLASHINFER_AVAILABLE": (False, "no flashinfer on a CPU (greedy sampling only)"),
+        },
         "tensorrt_llm.logger": {"logger": (logger, "messages recorded, not printed")},
         "tensorrt_llm._torch.attention.backends.cpp_schema": {
             "cpp_metadata": (
@@ -171,6 +197,9 @@ class EraPlan:
     real: tuple[str, ...]
     dsa_module: str
     runner_module: str | None
+    env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(ENV))
+    fused_gates: tuple[str, ...] = ()
+    caller_modules: tuple[str, ...] = ()
 
     @property
     def checkout(self) -> Path:
@@ -195,12 +224,29 @@ def plan_for(layout: TrtllmLayout) -> EraPlan:
         if (layout.package_dir / rel).is_file() and _dotted(rel) not in real:
             real.insert(0, _dotted(rel))
     runner = layout.package_dir / RUNNER
+    gates = fused_gates(layout.package_dir / era.dsa_metadata)
+    env = dict(ENV)
+    for gate in gates:  # a gate regress does not know yet: disable by its name's sense
+        env.setdefault(gate, "1" if "DISABLE" in gate else "0")
+    callers = [_dotted(f) for f in CALLER_FILES if (layout.package_dir / f).is_file()]
     return EraPlan(
         layout=layout,
         real=tuple(real),
         dsa_module=_dotted(era.dsa_metadata),
         runner_module=_dotted(RUNNER) if runner.is_file() else None,
+        env=env,
+        fused_gates=gates,
+        caller_modules=tuple(callers),
     )
+
+
+def fused_gates(dsa_file: Path) -> tuple[str, ...]:
+    """The fused-DSA-metadata environment gates the DSA module reads, in source order."""
+    try:
+        text = dsa_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    return tuple(dict.fromkeys(_FUSED_GATE.findall(text)))
 
 
 def all_values(plan: EraPlan, settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
@@ -225,6 +271,7 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
         params_cls = getattr(sibling, "DSAMetadataParams", None)
     if is_placeholder(params_cls):
         params_cls = None  # a stub, not the real dataclass: this era does not take it
+    params_cls = _most_derived(sys.modules.get(cls.__module__), params_cls)
     if params_cls is not None and (
         "sparse_metadata_params" in fields or "sparse_metadata_params" in init
     ):
@@ -245,14 +292,32 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
     return {}
 
 
+def _most_derived(module: types.ModuleType | None, params_cls: type | None) -> type | None:
+    """The subclass of ``params_cls`` a subclass's module uses, if any (DeepSeek-V4's
+    ``__post_init__`` raises unless its params are a ``DeepSeekV4MetadataParams``)."""
+    if module is None or params_cls is None:
+        return params_cls
+    found = params_cls
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and not is_placeholder(value)
+            and issubclass(value, found)
+            and dataclasses.is_dataclass(value)
+        ):
+            found = value
+    return found
+
+
 def build_params(params_cls: type, ledger: Ledger) -> Any:
     """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows."""
     if not dataclasses.is_dataclass(params_cls):
         raise SandboxGap(f"{params_cls.__qualname__} to be a dataclass (it is not)")
     kwargs = {}
+    settings = {**SPARSE_SETTINGS, **PARAMS_ONLY_SETTINGS}
     for f in dataclasses.fields(params_cls):
-        if f.name in SPARSE_SETTINGS:
-            kwargs[f.name] = SPARSE_SETTINGS[f.name]
+        if f.name in settings:
+            kwargs[f.name] = settings[f.name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise SandboxGap(
                 f"a value for the required field {params_cls.__qualname__}.{f.name}",
@@ -278,6 +343,7 @@ class Upstream:
     kv_cache_params_cls: type
     ledger: Ledger
     sandbox: Any = None
+    workers: Any = None  # regress.upstream.workers.Catalog, loaded on first use
 
     def make_metadata(
         self,
@@ -287,8 +353,14 @@ class Upstream:
         seq_lens: Any = None,
         num_contexts: int = 0,
         cached: list[int] | None = None,
+        draft_kv_cache_manager: Any = None,
+        metadata_cls: type | None = None,
     ) -> Any:
-        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None)."""
+        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None).
+
+        ``draft_kv_cache_manager`` is a separate draft KV cache (a field of newer
+        ``AttentionMetadata``); ``metadata_cls`` another DSA-family class of the tree.
+        """
         import torch
 
         n = kv_cache_manager.max_batch_size
@@ -302,12 +374,19 @@ class Upstream:
         }
         if seq_lens is not None:
             kwargs.update(self.batch_kwargs(len(seq_lens), cached))
-        kwargs.update(self.sparse_kwargs())
-        return self.metadata_cls(**kwargs)
+        if draft_kv_cache_manager is not None:
+            kwargs["draft_kv_cache_manager"] = draft_kv_cache_manager
+        cls = metadata_cls or self.metadata_cls
+        kwargs.update(self.sparse_kwargs(cls))
+        return cls(**kwargs)
 
-    def sparse_kwargs(self) -> dict[str, Any]:
+    def sparse_kwargs(self, cls: type | None = None) -> dict[str, Any]:
         """The era's sparse-settings constructor argument (see :func:`_sparse_kwargs`)."""
-        return _sparse_kwargs(self.metadata_cls, self.ledger, self.module)
+        cls = cls or self.metadata_cls
+        module = sys.modules.get(cls.__module__)
+        if getattr(module, "DSAMetadataParams", None) is None:  # a subclass defined elsewhere
+            module = self.module
+        return _sparse_kwargs(cls, self.ledger, module)
 
     def batch_kwargs(self, batch: int, cached: list[int] | None = None) -> dict[str, Any]:
         cached = list(cached) if cached is not None else [40 + 10 * i for i in range(batch)]

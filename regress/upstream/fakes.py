@@ -8,7 +8,7 @@ the metadata computes can be traced back to the request whose pages it writes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 #: Request ``r`` owns pool blocks ``OWN_STRIDE * r ... OWN_STRIDE * r + max_blocks_per_seq - 1``.
 OWN_STRIDE = 100
@@ -37,20 +37,24 @@ class FakeKVCacheManager:
         tokens_per_block: int = 32,
         max_blocks_per_seq: int = 16,
         num_local_layers: int = 2,
+        block_base: int = 0,
     ) -> None:
         import torch
 
+        self.block_base = block_base  # a second manager (a separate draft KV cache) owns others
         self.max_batch_size = max_batch_size
         self.tokens_per_block = tokens_per_block
         self.max_blocks_per_seq = max_blocks_per_seq
         self.max_seq_len = tokens_per_block * max_blocks_per_seq
         self.num_local_layers = num_local_layers
-        self.blocks_in_primary_pool = OWN_STRIDE * max_batch_size
+        self.blocks_in_primary_pool = block_base + OWN_STRIDE * max_batch_size
         self.kv_cache_pool_pointers = torch.zeros(1, 2, dtype=torch.int64)
         self.kv_cache_pool_mapping = torch.zeros(num_local_layers, 2, dtype=torch.int32)
         self.layer_offsets = {i: i for i in range(num_local_layers)}
         blocks = torch.arange(max_blocks_per_seq, dtype=torch.int32)
-        self._pool = torch.stack([OWN_STRIDE * r + blocks for r in range(max_batch_size)])
+        self._pool = torch.stack(
+            [block_base + OWN_STRIDE * r + blocks for r in range(max_batch_size)]
+        )
         self.host_kv_cache_block_offsets = torch.zeros(
             1, max_batch_size, 2, max_blocks_per_seq, dtype=torch.int32
         )
@@ -80,9 +84,47 @@ class FakeKVCacheManager:
         self._called("get_block_ids_per_seq")
         return self.pool_indices(list(request_ids))
 
+    # DeepSeek-V4's cache manager (``DeepseekV4CacheManager``, read by
+    # ``.../sparse/deepseek_v4/metadata.py`` @ 5ca7a947): per-layer sliding-window block tables
+    # and per-ratio compressed ones, filled with the same per-request blocks; pool pointers are
+    # opaque numbers (nothing is dereferenced on a CPU).
+    swa_pool_ptr = 0
+    compress_pool_ptrs: ClassVar[dict[int, int]] = {}
+
+    @property
+    def pp_layers(self) -> list[int]:
+        return list(range(self.num_local_layers))
+
+    def get_buffers(self, layer_idx: int, attention_type: Any = None) -> Any:
+        import torch
+
+        return torch.zeros(1)
+
+    def compute_sliding_block_tables(self, request_ids, num_contexts) -> None:
+        self._called("compute_sliding_block_tables")
+
+    def copy_batch_sliding_block_tables(self, dst, request_ids, num_contexts, num_seqs) -> None:
+        self._called("copy_batch_sliding_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:, :, :num_seqs, : rows.shape[1]] = rows
+
+    def copy_batch_compress_block_tables(
+        self, dst, request_ids, compress_ratio, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:num_seqs, : rows.shape[1]] = rows
+
+    def copy_batch_indexer_compress_block_tables(
+        self, dst, request_ids, beam_width, num_contexts, num_seqs
+    ) -> None:
+        self._called("copy_batch_indexer_compress_block_tables")
+        rows = self.pool_indices(list(request_ids)[:num_seqs])
+        dst[:num_seqs, : rows.shape[1]] = rows
+
     def owner_of_block(self, block: int) -> int:
         """The request id whose pages hold ``block`` (-1 when no request owns it)."""
-        req, off = divmod(int(block), OWN_STRIDE)
+        req, off = divmod(int(block) - self.block_base, OWN_STRIDE)
         return req if 0 <= req < self.max_batch_size and off < self.max_blocks_per_seq else -1
 
     def indexer_block_stride(self) -> int:

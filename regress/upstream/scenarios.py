@@ -1,54 +1,57 @@
 """The contract scenarios of ``regress check``, driven against real upstream metadata in the sandbox.
 
 Each scenario builds metadata the way upstream callers do and checks the contracts of
-:mod:`regress.dsa.invariants` at every step. The draft loop is :mod:`regress.dsa.lifecycle`'s one
-model of the one-model MTP-Eagle worker (``tensorrt_llm/_torch/speculative/mtp.py::
-MTPEagleWorker.forward``, later ``eagle3.py::Eagle3OneModelWorker``), observed at its
-:func:`~regress.dsa.lifecycle.draft_checkpoints`.
+:mod:`regress.dsa.invariants` at every step. The draft loop is the best caller the tree has
+(:func:`regress.upstream.caller.caller_checkpoints`): upstream's own one-model worker
+(``speculative/eagle3.py::MTPEagleWorker`` and the others of :mod:`regress.upstream.workers`),
+checked at every metadata call it makes, or, in a tree without one, :mod:`regress.dsa.lifecycle`'s
+model of it. Every result's note names the caller.
 
 Scenarios 1 and 2a check the map and the announced widths. Scenario 3 drives one metadata object
 through the per-forward order found in upstream (``../shared/trtllm-facts.md``, "Lifecycle and
 config facts"): built without ``seq_lens``; ``update_spec_dec_param()`` first
-(``model_engine.forward``), then the batch fields and ``prepare()``, the draft loop, the restore
-after it (``restore_from_spec_dec()`` + ``on_update()``,
-``speculative/eagle3.py::_restore_attn_metadata_from_spec_dec``), and the next forward. The
-runtime :class:`~regress.dsa.sentinel.Sentinel` is attached throughout: it must neither crash nor
-flag a fixed build, and must flag a pre-fix one. Scenario 2b runs the layer-wise runner's guard.
+(``model_engine.forward``), then the batch fields and ``prepare()``, the draft loop with its
+restore, and the next forward. The runtime :class:`~regress.dsa.sentinel.Sentinel` is attached
+throughout: it must neither crash nor flag a fixed build, and must flag a pre-fix one. Scenario 2b
+runs the layer-wise runner's guard. The scenarios of :mod:`regress.upstream.draft_scenarios` run
+every worker, every DSA-family class and the newer paths.
 """
 
 from __future__ import annotations
 
 import traceback
 import types
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
-from regress.dsa.invariants import (
-    Violation,
-    check_announced_width,
-    check_req_idx_map,
-    check_slot_ownership,
-)
-from regress.dsa.lifecycle import draft_checkpoints
+from regress.dsa.invariants import Violation, check_announced_width
 from regress.dsa.sentinel import SENTINEL_ERROR
 from regress.upstream import SandboxGap
+from regress.upstream.caller import DraftSettings, caller_checkpoints
+from regress.upstream.draft_scenarios import (
+    draft_callers,
+    draft_kv_cache,
+    fused_metadata,
+    metadata_classes,
+    ragged_verify,
+)
 from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.maps import check_maps
 from regress.upstream.shells import Sandbox
+from regress.upstream.steps import (
+    Layout,
+    ScenarioResult,
+    Step,
+    caller_note,
+    drive,
+    observe,
+    target_forward,
+)
 
-
-@dataclass(frozen=True)
-class Layout:
-    """One batch: new tokens per request, how many lead as contexts, the draft length."""
-
-    name: str
-    seq_lens: tuple[int, ...]
-    num_contexts: int = 0
-    max_draft_len: int = 4
-
+__all__ = ["SCENARIOS", "Layout", "ScenarioResult", "Step"]
 
 #: Scenario 1's layouts (issue 10): uniform MTP verify chunks, a tree-drafting layout, a mixed
 #: context+generation batch, and a zero-length row.
@@ -63,73 +66,9 @@ MAP_LAYOUTS: tuple[Layout, ...] = (
 ZERO_ROW = ((4, 4, 4), (2, 0, 3))
 
 
-@dataclass
-class Step:
-    """What one checked step saw."""
-
-    step: str
-    seq_lens: list[int]
-    req_idx_per_token: list[int]
-    blocks_written: list[int] = field(default_factory=list)
-
-
-@dataclass
-class ScenarioResult:
-    """One scenario's verdict: ``pass``, ``fail`` (violations) or ``gap`` (could not run)."""
-
-    name: str
-    status: str = "pass"
-    violations: list[Violation] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-    note: str = ""
-
-    def add(self, found: list[Violation], where: str) -> None:
-        for v in found:
-            self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
-        if self.violations:
-            self.status = "fail"
-
-
-def _observe(md: Any, kvm: FakeKVCacheManager, where: str, result: ScenarioResult) -> None:
-    n = int(md.num_tokens)
-    stride = kvm.indexer_block_stride()
-    slots = getattr(md, "slot_mapping_fp8", None)
-    result.steps.append(
-        Step(
-            where,
-            [int(x) for x in md.seq_lens.tolist()],
-            [int(x) for x in md.req_idx_per_token[:n].tolist()],
-            [int(s) // stride for s in slots[:n].tolist()] if slots is not None else [],
-        )
-    )
-    result.add(check_req_idx_map(md), where)
-    result.add(check_slot_ownership(md, kvm), where)
-
-
-def target_forward(up: Upstream, layout: Layout) -> tuple[Any, FakeKVCacheManager]:
-    """Metadata after the executor's per-forward calls: announce shapes, then ``prepare()``."""
-    kvm = FakeKVCacheManager(len(layout.seq_lens))
-    md = up.make_metadata(
-        kvm,
-        max_num_tokens=max(64, 2 * sum(layout.seq_lens)),
-        seq_lens=list(layout.seq_lens),
-        num_contexts=layout.num_contexts,
-    )
-    k = layout.max_draft_len
-    md.update_spec_dec_param(**mtp_shape_params(len(layout.seq_lens), k + 1))
-    md.prepare()
-    return md, kvm
-
-
-def draft_steps(md: Any, *, max_draft_len: int, num_accepted: list[int]) -> Iterator[str]:
-    """The draft loop's checkpoints after ``prepare()`` was observed: ``draft_step_<i>`` only."""
-    for where in draft_checkpoints(md, max_draft_len, num_accepted):
-        if where != "draft_begin":  # the target layout, already seen as after_prepare
-            yield where
-
-
 def _accepted(batch: int, k: int) -> list[int]:
-    return [(3 * i + 1) % (k + 1) for i in range(batch)]
+    """Accepted tokens per request, bonus counted: zero (1), partial and full acceptance mixed."""
+    return [1 + (3 * i + 1) % (k + 1) for i in range(batch)]
 
 
 def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
@@ -138,17 +77,14 @@ def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
     for layout in MAP_LAYOUTS:
         result = ScenarioResult(f"req_idx_map/{layout.name}")
         md, kvm = target_forward(up, layout)
-        _observe(md, kvm, "after_prepare", result)
+        result.add(observe(md, "after_prepare", result, pages=kvm), "after_prepare")
         k = layout.max_draft_len
-        for where in draft_steps(
-            md, max_draft_len=k, num_accepted=_accepted(len(layout.seq_lens), k)
-        ):
-            _observe(md, kvm, where, result)
+        drive(up, md, kvm, DraftSettings(k, _accepted(len(layout.seq_lens), k)), result)
         results.append(result)
     result = ScenarioResult("req_idx_map/zero_length_row")
     before, after = ZERO_ROW
     md, kvm = target_forward(up, Layout("zero", before, 0, 3))
-    _observe(md, kvm, "after_prepare", result)
+    result.add(observe(md, "after_prepare", result, pages=kvm), "after_prepare")
     import torch
 
     lens = torch.tensor(after, dtype=torch.int32)
@@ -156,7 +92,9 @@ def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
     md._seq_lens_cuda[: len(after)].copy_(lens)
     md.on_update()
     md.update_for_spec_dec()
-    _observe(md, kvm, f"rewritten_to_{list(after)}", result)
+    where = f"rewritten_to_{list(after)}"
+    result.add(observe(md, where, result, pages=kvm), where)
+    result.note = "caller: regress (a zero-length row, as upstream's test_req_idx_per_token.py)"
     results.append(result)
     return results
 
@@ -230,18 +168,18 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
         _set_batch(up, md, [k + 1] * batch, cached)
         md.prepare()
         accepted = _accepted(batch, k)
-        for step in draft_steps(md, max_draft_len=k, num_accepted=accepted):
-            stage = step
-            truth += [
-                Violation(v.check, v.message, {**v.details, "step": step})
-                for v in check_req_idx_map(md)
-            ]
+        run = caller_checkpoints(up, md, DraftSettings(k, accepted))
+        for cp in run:
+            stage = cp.label
+            if cp.guaranteed:
+                truth += [
+                    Violation(v.check, v.message, {**v.details, "step": cp.label})
+                    for v in check_maps(md)
+                ]
         stage = "next forward: update_spec_dec_param()"
         md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
         stage = "next forward: prepare()"
-        _set_batch(
-            up, md, [k + 1] * batch, [c + a + 1 for c, a in zip(cached, accepted, strict=True)]
-        )
+        _set_batch(up, md, [k + 1] * batch, [c + a for c, a in zip(cached, accepted, strict=True)])
         md.prepare()
         sentinel.flush()
     except SandboxGap:
@@ -258,7 +196,10 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
         Violation(v.check, v.message, {**v.details, "site": v.site, "seq_lens": v.seq_lens})
         for v in sentinel.violations
     ]
-    counts = f"{sentinel.summary()['checks_run']} checks, {sentinel.num_violations} violations"
+    counts = (
+        f"{sentinel.summary()['checks_run']} checks, {sentinel.num_violations} violations; "
+        f"{caller_note(run)}"
+    )
     crashed = [v for v in flagged if v.check == SENTINEL_ERROR]
     if crashed:  # the sentinel catches its own errors and records them; still a regress bug
         v = crashed[0]
@@ -362,4 +303,9 @@ SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "shape_announcement": shape_announcement,
     "runner_guard": runner_guard,
     "sentinel_lifecycle": sentinel_lifecycle,
+    "draft_callers": draft_callers,
+    "metadata_classes": metadata_classes,
+    "fused_metadata": fused_metadata,
+    "draft_kv_cache": draft_kv_cache,
+    "ragged_verify": ragged_verify,
 }

@@ -3,7 +3,12 @@
 Every ``tensorrt_llm`` package directory becomes an empty *shell* module whose ``__path__`` points
 into the tree, so ``tensorrt_llm/__init__.py`` (which loads the compiled bindings) never runs.
 Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module and
-the third-party packages of :data:`regress.upstream.stubs.THIRD_PARTY` are strict stubs. The
+the third-party packages of :data:`regress.upstream.stubs.THIRD_PARTY` are strict stubs. A shell
+still answers the names its ``__init__`` re-exports from a real submodule
+(``from ..attention_backend import AttentionMetadata`` in ``speculative/eagle3.py``, stored id
+51981746824): the ``from .interface import AttentionMetadata`` lines of the package's
+``__init__.py`` are read, never run, and only a name that comes from a module the sandbox executes
+anyway is handed out; anything else stays missing, a gap. The
 sandbox owns ``sys.modules`` entries under those names only while it is entered and restores
 whatever was there before, so it can run twice in one process (tests, bisect probes).
 """
@@ -62,6 +67,24 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+def _reexports(init: Path, package: str) -> dict[str, tuple[str, str]]:
+    """``name -> (module, name there)`` for the top-level ``from .x import name`` of ``init``."""
+    import ast
+
+    try:
+        tree = ast.parse(init.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+            continue
+        for alias in node.names:
+            if alias.name != "*":
+                out[alias.asname or alias.name] = (f"{package}.{node.module}", alias.name)
+    return out
+
+
 def _exists(base: Path) -> bool:
     """Whether ``base`` names a source module, a package or a compiled extension in the tree."""
     return base.is_dir() or any(base.parent.glob(base.name + ".*"))
@@ -118,7 +141,25 @@ class Sandbox:
         self.ledger.note("shell", name, "package __init__ not executed")
         shell = types.ModuleType(name)
         shell.__regress_shell__ = True  # a missing attribute here is the sandbox's (blame.py)
+        init = self.checkout / Path(*name.split(".")) / "__init__.py"
+        exports = _reexports(init, name)
+        if exports:
+            shell.__getattr__ = self._reexporter(name, exports)
         return shell
+
+    def _reexporter(self, package: str, exports: dict[str, tuple[str, str]]):
+        def __getattr__(attr: str) -> Any:
+            target = exports.get(attr)
+            if target is None or attr.startswith("__") or target[0] not in self.real:
+                raise AttributeError(f"module {package!r} has no attribute {attr!r}")
+            module, source_name = target
+            value = getattr(importlib.import_module(module), source_name)
+            self.ledger.note(
+                "shell", f"{package}.{attr}", f"re-exported from {module} (__init__ read, not run)"
+            )
+            return value
+
+        return __getattr__
 
     def _stub(self, name: str) -> types.ModuleType:
         self.ledger.note("module-stub", name, "strict stub")

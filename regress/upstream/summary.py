@@ -17,11 +17,16 @@ VERDICTS = {
 }
 #: Per scenario family, the upstream caller whose calls it replays (see each scenario's docstring).
 CALLERS = {
-    "req_idx_map": "the one-model MTP-Eagle draft loop (seq_lens -> 1, `on_update()`, "
-    "`update_for_spec_dec()`)",
+    "req_idx_map": "the tree's own one-model worker where it has one (each result names it), "
+    "else regress's model of the MTP-Eagle draft loop",
     "shape_announcement": "the executor's `update_spec_dec_param()` before `prepare()`",
     "runner_guard": "`tools/layer_wise_benchmarks/runner.py` `Runner.create_run_pack('GEN')`",
     "sentinel_lifecycle": "two executor forwards and a draft loop, with the runtime sentinel",
+    "draft_callers": "every one-model worker of the tree (`speculative/*.py`), its own draft loop",
+    "metadata_classes": "every DSA-family metadata class of the tree, each map it carries",
+    "fused_metadata": "the eager map chain with the fused-metadata gate forced off",
+    "draft_kv_cache": "the worker's switch to a separate draft KV cache",
+    "ragged_verify": "per-request verification windows and their row maps",
 }
 
 

@@ -45,6 +45,22 @@ def test_map_right_after_prepare_and_every_draft_step(case):
     assert md.seq_lens.tolist() == lens  # restored after the loop
 
 
+def test_the_restore_brings_back_the_context_metadata():
+    """Step 0 turns contexts into generations; upstream's newest restore undoes that too."""
+    md = make_dsa_metadata(
+        max_num_requests=4, max_num_tokens=32, max_seq_len=64, max_draft_tokens=3
+    )
+    prepare_layout(md, [6, 3, 4, 4], num_contexts=2, cached=[3] * 4)
+    md.kv_cache_manager = object()  # a KV cache: the loop rewrites the context metadata
+    md.host_request_types = types = torch.tensor([0, 0, 1, 1], dtype=torch.int32)
+    during = []
+    for _ in draft_checkpoints(md, 3, [4, 2, 1, 3]):
+        during.append((md.num_contexts, types.tolist()))
+    assert during[1] == (0, [1, 1, 1, 1])  # draft step 0: every request a generation
+    assert md.num_contexts == 2 and md.num_ctx_tokens == 9
+    assert md.host_request_types is types and types.tolist() == [0, 0, 1, 1]
+
+
 @given(
     st.lists(st.integers(1, 8), min_size=1, max_size=16),
     st.lists(st.integers(0, 8), min_size=16, max_size=16),

@@ -13,6 +13,7 @@ from regress.upstream.cuda import cuda_on_cpu
 from regress.upstream.eras import Settings, all_values, plan_for
 from regress.upstream.layout import resolve_source_tree
 from regress.upstream.shells import Sandbox
+from regress.upstream.stubs import StubModule
 
 
 def _sandbox(root, era):
@@ -131,3 +132,50 @@ def test_the_sandbox_restores_modules_that_were_there_before(tmp_path):
         assert "tensorrt_llm._utils" not in sys.modules
     finally:
         sys.modules.pop("tensorrt_llm", None)
+
+
+def test_cuda_apis_with_no_cpu_meaning_are_faked_and_listed_then_restored():
+    ledger = Ledger()
+    real_event = torch.cuda.Event
+    with cuda_on_cpu(ledger):
+        event = torch.cuda.Event()
+        event.record()
+        assert event.query() is True
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            t = torch.zeros(3, device="cuda")
+        t.record_stream(stream)
+        torch.cuda.synchronize()
+    assert torch.cuda.Event is real_event
+    names = {f.name for f in ledger.fakes.values() if f.kind == "cuda"}
+    assert {
+        "torch.cuda.Event",
+        "torch.cuda.Event.record",
+        "torch.cuda.Stream",
+        "torch.cuda.stream",
+        "torch.cuda.synchronize",
+        "Tensor.record_stream",
+    } <= names
+    with pytest.raises(Exception):  # noqa: B017 - CPU torch: a dummy class, and the patch is gone
+        torch.cuda.Event()
+
+
+def test_a_package_shell_reexports_only_names_of_modules_the_sandbox_runs(tmp_path):
+    build_tree(tmp_path, "C")
+    init = tmp_path / "tensorrt_llm/_torch/attention/backends/__init__.py"
+    init.write_text(
+        init.read_text()
+        + "from .interface import AttentionMetadata\nfrom .flashinfer import FlashInferMetadata\n"
+    )
+    _, sandbox = _sandbox(tmp_path, "C")
+    with sandbox:
+        from tensorrt_llm._torch.attention.backends import AttentionMetadata
+
+        assert AttentionMetadata.__module__.endswith("backends.interface")
+        # .flashinfer is not executed: no value is invented, the name stays a strict stub
+        from tensorrt_llm._torch.attention.backends import FlashInferMetadata
+
+        assert isinstance(FlashInferMetadata, StubModule)
+        with pytest.raises(SandboxGap):
+            FlashInferMetadata()

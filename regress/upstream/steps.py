@@ -1,0 +1,157 @@
+"""What a scenario of ``regress check`` records, and how it judges one checkpoint of a draft loop.
+
+Shared by every scenario module (:mod:`regress.upstream.scenarios` holds the table), so that a
+checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.upstream.maps` at
+every point where upstream guarantees them (:class:`regress.upstream.caller.Checkpoint`), and the
+indexer-K pages the slot mapping writes. A stale map at a draft forward that the caller never let
+the metadata rebuild (it changed ``seq_lens`` and called no ``update_for_spec_dec()`` /
+``on_update_kv_lens()`` since) is a finding about the caller, reported ``warn``: whether the draft
+model's attention reads the DSA maps is the model's, which regress does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from regress.dsa.announce import mtp_shape_params
+from regress.dsa.invariants import Violation, check_slot_ownership
+from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
+from regress.upstream.cuda import regress_side
+from regress.upstream.fakes import FakeKVCacheManager
+from regress.upstream.maps import TOKEN_MAPS, check_maps
+
+NO_REBUILD = "no_rebuild_point"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One batch: new tokens per request, how many lead as contexts, the draft length."""
+
+    name: str
+    seq_lens: tuple[int, ...]
+    num_contexts: int = 0
+    max_draft_len: int = 4
+
+
+@dataclass
+class Step:
+    """What one checked step saw."""
+
+    step: str
+    seq_lens: list[int]
+    req_idx_per_token: list[int]
+    blocks_written: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ScenarioResult:
+    """One verdict: ``pass``, ``fail`` (violations), ``warn`` (a finding, not a verdict on the
+    metadata), ``skip`` (nothing of this kind in the tree), ``gap`` (could not run) or ``error``
+    (a regress bug)."""
+
+    name: str
+    status: str = "pass"
+    violations: list[Violation] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    note: str = ""
+
+    def add(self, found: list[Violation], where: str) -> None:
+        for v in found:
+            self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
+        if self.violations and self.status != "fail":
+            self.status = "fail" if any(v.check != NO_REBUILD for v in self.violations) else "warn"
+
+    def warn(self, found: list[Violation], where: str) -> None:
+        """Record ``found`` as a finding about the caller: ``warn`` unless already failed."""
+        self.add([Violation(NO_REBUILD, v.message, v.details) for v in found], where)
+
+
+def target_forward(
+    up: Any, layout: Layout, *, draft_kv_cache_manager: Any = None
+) -> tuple[Any, FakeKVCacheManager]:
+    """Metadata after the executor's per-forward calls: announce shapes, then ``prepare()``."""
+    kvm = FakeKVCacheManager(len(layout.seq_lens))
+    md = up.make_metadata(
+        kvm,
+        max_num_tokens=max(64, 2 * sum(layout.seq_lens)),
+        seq_lens=list(layout.seq_lens),
+        num_contexts=layout.num_contexts,
+        draft_kv_cache_manager=draft_kv_cache_manager,
+    )
+    k = layout.max_draft_len
+    md.update_spec_dec_param(**mtp_shape_params(len(layout.seq_lens), k + 1))
+    md.prepare()
+    return md, kvm
+
+
+def observe(md: Any, where: str, result: ScenarioResult, *, pages: Any = None) -> list[Violation]:
+    """Record the step and check every map (and, given the owning manager, the pages written)."""
+    with regress_side():
+        return _observe(md, where, result, pages)
+
+
+def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Violation]:
+    n = int(md.num_tokens)
+    slots = getattr(md, "slot_mapping_fp8", None)
+    stride = pages.indexer_block_stride() if pages is not None else None
+    token_map = next((getattr(md, m) for m in TOKEN_MAPS if getattr(md, m, None) is not None), None)
+    result.steps.append(
+        Step(
+            where,
+            [int(x) for x in md.seq_lens.tolist()],
+            [int(x) for x in token_map[:n].tolist()] if token_map is not None else [],
+            [int(s) // stride for s in slots[:n].tolist()] if slots is not None and stride else [],
+        )
+    )
+    found = check_maps(md)
+    if pages is not None:
+        found += check_slot_ownership(md, pages)
+    return found
+
+
+def judge(cp: Any, result: ScenarioResult, *, pages: Any = None) -> None:
+    """Judge one :class:`~regress.upstream.caller.Checkpoint` where upstream guarantees the maps."""
+    label, md = cp
+    if not cp.guaranteed or getattr(md, "seq_lens", None) is None:
+        return
+    found = observe(md, label, result, pages=pages)
+    if not found:
+        return
+    if cp.reads and not cp.rebuilt:
+        result.warn(
+            [
+                Violation(
+                    NO_REBUILD,
+                    f"the caller changed seq_lens to {_lens(md)} and ran a draft forward without "
+                    "calling update_for_spec_dec()/on_update_kv_lens(): the metadata had no point "
+                    f"to rebuild its maps ({v.message})",
+                    v.details,
+                )
+                for v in found
+            ],
+            label,
+        )
+        return
+    result.add(found, label)
+
+
+def _lens(md: Any) -> list[int]:
+    return [int(x) for x in md.seq_lens.tolist()]
+
+
+def caller_note(run: CallerRun) -> str:
+    """How a result names its caller (and why the regress model ran, when it did)."""
+    why = f"; {run.fallback}" if run.fallback else ""
+    return f"caller: {run.caller}{why}"
+
+
+def drive(
+    up: Any, md: Any, pages: Any, settings: DraftSettings, result: ScenarioResult
+) -> CallerRun:
+    """Run the best caller on ``md``, judge every checkpoint into ``result``, name the caller."""
+    run = caller_checkpoints(up, md, settings)
+    for cp in run:
+        judge(cp, result, pages=pages)
+    result.note = caller_note(run)
+    return run
