@@ -46,10 +46,28 @@ class CheckReport:
         }[self.status]
 
     def finish(self) -> None:
-        """Derive the overall status from the scenario verdicts (a gap only if nothing failed)."""
+        """Derive the overall status from the scenario verdicts.
+
+        A broken contract is a verdict whatever else happened (``fail``). Otherwise one scenario
+        the sandbox could not run (``gap``) or whose own checker misbehaved (``error``) makes the
+        whole check a gap: "the contracts hold" (exit 0) is said only when every scenario that
+        applies to the tree ran and passed. A scenario the tree has nothing for (``skip``, e.g.
+        no layer-wise runner) does not count against it.
+        """
         if self.status in ("not-a-tree", "gap"):
             return
-        self.status = "fail" if any(r.status == "fail" for r in self.results) else "pass"
+        statuses = {r.status for r in self.results}
+        if "fail" in statuses:
+            self.status = "fail"
+        elif statuses & {"gap", "error"}:
+            self.status = "gap"
+            unrun = [r for r in self.results if r.status in ("gap", "error")]
+            self.error = self.error or (
+                f"{len(unrun)} scenario(s) without a verdict, first {unrun[0].name}: "
+                f"{unrun[0].note or unrun[0].status}"
+            )
+        else:
+            self.status = "pass"
 
     def to_json(self) -> dict[str, Any]:
         return {

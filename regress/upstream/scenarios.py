@@ -238,7 +238,7 @@ def runner_guard(up: Upstream) -> list[ScenarioResult]:
     result = ScenarioResult("runner_guard/gen_b32_q4")
     name = up.plan.runner_module
     if name is None:
-        result.status, result.note = "gap", "no tools/layer_wise_benchmarks/runner.py in this tree"
+        result.status, result.note = "skip", "no tools/layer_wise_benchmarks/runner.py in this tree"
         return [result]
     built: list[Any] = []
 

@@ -60,7 +60,7 @@ def test_the_sentinel_is_judged_against_the_direct_check(
     report, statuses, seen = _run(tmp_path, fix)
     assert statuses == {status} and note in seen
     # only a broken tree that the sentinel flags is a verdict on the tree
-    assert report.exit_code == (1 if status == "fail" else 0)
+    assert report.exit_code == {"fail": 1, "error": 3}.get(status, 0)  # a checker's error: no verdict
 
 
 def test_a_sentinel_crash_is_a_regress_error_not_a_tree_verdict(tmp_path, monkeypatch):
@@ -70,7 +70,7 @@ def test_a_sentinel_crash_is_a_regress_error_not_a_tree_verdict(tmp_path, monkey
     monkeypatch.setattr(sentinel_module, "check_req_idx_map", boom)
     report, statuses, note = _run(tmp_path, "post")
     assert statuses == {"error"} and "crashed" in note and "sentinel bug" in note
-    assert report.exit_code == 0
+    assert report.exit_code == 3
 
 
 def test_the_real_sentinel_rides_the_lifecycle_and_is_right_both_ways(tmp_path):
