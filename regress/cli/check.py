@@ -28,7 +28,8 @@ from regress.upstream.isolation import DEFAULT_TIMEOUT_S
     metavar="NAME",
     help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
     "runner_guard, sentinel_lifecycle, draft_callers, metadata_classes, fused_metadata, "
-    "draft_kv_cache, ragged_verify.",
+    "draft_kv_cache, ragged_verify; stale_state (the stale-state oracle) runs only when "
+    "named.",
 )
 @click.option(
     "--sm",

@@ -15,6 +15,13 @@ recounts, and upstream refreshes the map in ``on_update_kv_lens()``.
 The sentinel never raises into the engine it watches: a check that fails internally is recorded
 as a violation with ``check="sentinel_error"`` (so no run that hit one reads as clean).
 
+Debug mode (``Sentinel(stale=StaleDebug(...))``): at the same sites the sentinel also runs the
+stale-state oracle (:mod:`regress.dsa.staleness`): it builds a fresh object the way the watched one
+was built, replays the last ``update_spec_dec_param()`` it saw, prepares it for the current layout,
+replays the refresh that just returned, and records every field the reviewed allow table does not
+explain as a violation with ``check="stale_state"``. Two more objects and a comparison per site:
+a debugging aid for the reference engine, not a production hook. Skipped under capture.
+
 Checks read device buffers back, which a CUDA graph under capture forbids. During capture the
 sentinel instead records device-side snapshots of the layout and the map (plain copies, captured
 with the graph and refreshed by every replay) and checks them at the replay boundary:
@@ -32,6 +39,23 @@ from typing import Any, ClassVar
 
 from regress.dsa.invariants import Violation, check_kv_lens_2d_width, check_req_idx_map
 from regress.dsa.lifecycle import GUARANTEED_AFTER
+
+
+@dataclass(frozen=True)
+class StaleDebug:
+    """The sentinel's stale-state debug mode: how to build a watched object from scratch.
+
+    Attributes:
+        construct: a new object with the watched one's construction settings (the sentinel
+            replays the announcement it saw on it).
+        lay: give an object a layout and prepare it the way the executor does.
+        draft_len: K for the layout's draft-window rule, or how to read it off the metadata.
+    """
+
+    construct: Any
+    lay: Any
+    draft_len: Any = 0
+
 
 HOOKED = (
     "prepare",
@@ -101,8 +125,11 @@ class Sentinel:
 
     _live: ClassVar[weakref.WeakSet[Sentinel]] = weakref.WeakSet()
 
-    def __init__(self, *, max_records: int = 200) -> None:
+    def __init__(self, *, max_records: int = 200, stale: StaleDebug | None = None) -> None:
         self.max_records = max_records
+        self.stale = stale
+        self.stale_checks = 0
+        self._announced: dict[int, tuple[tuple, dict]] = {}
         self.violations: list[SentinelViolation] = []
         self.num_violations = 0
         self.calls: dict[str, int] = dict.fromkeys(HOOKED, 0)
@@ -152,6 +179,8 @@ class Sentinel:
                 state["depth"] -= 1
             state["index"] += 1
             sentinel.calls[name] += 1
+            if name == "update_spec_dec_param":
+                sentinel._announced[id(md)] = (args, kwargs)
             if state["depth"] == 0 and name in CHECKED_AFTER:
                 sentinel._guarded(sentinel._observe, md, name, state["index"])
             return result
@@ -182,6 +211,43 @@ class Sentinel:
             self._record(v, site, "eager", index, md)
         for v in check_kv_lens_2d_width(md):
             self._record(v, site, "eager", index, md)
+        if self.stale is not None and getattr(md, "seq_lens", None) is not None:
+            for v in self._stale_state(md, site):
+                self._record(v, site, "eager", index, md)
+
+    def _stale_state(self, md: Any, site: str) -> list[Violation]:
+        """The stale-state oracle at ``site``: unexplained differences from a fresh object."""
+        from regress.dsa.fresh import Recipe, fresh_twins
+        from regress.dsa.stale_allow import ALLOWED, explain
+        from regress.dsa.staleness import StateLayout, compare
+
+        debug = self.stale
+        args, kwargs = self._announced.get(id(md), ((), {}))
+
+        def make() -> Any:
+            fresh = debug.construct()
+            if args or kwargs:
+                fresh.update_spec_dec_param(*args, **kwargs)
+            return fresh
+
+        k = debug.draft_len(md) if callable(debug.draft_len) else debug.draft_len
+        layout = StateLayout.from_metadata(md, k)
+        replay = () if site == "prepare" else (site,)
+        fresh, determined = fresh_twins(Recipe(make, debug.lay), layout, replay=replay)
+        self.stale_checks += 1
+        # A refresh returning is the draft-step checkpoint of the allow table's vocabulary.
+        label = "prepare" if site == "prepare" else "draft_step"
+        found = compare(md, fresh, layout, determined=determined, checkpoint=label).differences
+        unexplained, _ = explain(found, ALLOWED, type(md).__name__)
+        return [
+            Violation(
+                "stale_state",
+                f"{f.field} differs from a fresh {f.owner} prepared for {f.layout}: "
+                f"live {f.live}, fresh {f.fresh}",
+                f.to_dict(),
+            )
+            for f in unexplained
+        ]
 
     def _snapshot(self, md: Any, site: str, index: int) -> None:
         seq_lens_cuda = getattr(md, "seq_lens_cuda", None)
@@ -264,6 +330,7 @@ class Sentinel:
         return {
             "calls": dict(self.calls),
             "checks_run": self.checks_run,
+            "stale_checks": self.stale_checks,
             "violations": self.num_violations,
             "errors": self.errors,
         }

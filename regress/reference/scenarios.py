@@ -25,6 +25,7 @@ from regress.reference.cache import PagedKVCacheManager
 from regress.reference.indexer import DeepGemmAssertion
 from regress.reference.layerwise import create_run_pack, run_generation_step
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
+from regress.reference.stale_state import stale_state_scenarios
 
 UPSTREAM_UNIT_LAYOUTS: dict[str, list[int]] = {
     "uniform_4x3": [4, 4, 4],
@@ -212,7 +213,7 @@ def run_contract_battery(
     """
     _check_device(device)
     out: list[Violation] = []
-    for source in (map_scenarios, layerwise_scenarios):
+    for source in (map_scenarios, layerwise_scenarios, stale_state_scenarios):
         for _name, run in source(defects, device):
             out += run()
     return out

@@ -29,7 +29,8 @@ Usage (a one-line change from ``draft_checkpoints(md, k, accepted)``)::
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,13 +127,21 @@ class CallerRun:
         return forwards and not any(c.split("#")[0] in REBUILDS for c in self.calls)
 
 
-def caller_checkpoints(up: Any, metadata: Any, settings: DraftSettings) -> CallerRun:
+def caller_checkpoints(
+    up: Any,
+    metadata: Any,
+    settings: DraftSettings,
+    *,
+    thread_context: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> CallerRun:
     """Run the best draft-loop caller on ``metadata`` and yield after every metadata call.
 
     Args:
         up: the loaded tree (:class:`regress.upstream.eras.Upstream`).
         metadata: a prepared metadata object (the target forward's layout).
         settings: the draft loop to run (:class:`DraftSettings`).
+        thread_context: entered in the worker's helper thread around the worker's call (a
+            per-thread recorder, such as a write log's :meth:`~regress.dsa.write_log.WriteLog.in_thread`).
 
     Returns:
         A :class:`CallerRun`: iterate it for :class:`Checkpoint` ``(label, metadata)`` tuples;
@@ -155,7 +164,9 @@ def caller_checkpoints(up: Any, metadata: Any, settings: DraftSettings) -> Calle
             MODEL_CALLER, "model", fallback=why, _source=_model_source(metadata, settings)
         )
     return CallerRun(
-        worker.caller, "upstream", _source=_upstream_source(up, worker, metadata, settings)
+        worker.caller,
+        "upstream",
+        _source=_upstream_source(up, worker, metadata, settings, thread_context or nullcontext),
     )
 
 
@@ -219,12 +230,20 @@ class _Handoff:
             raise _Abandoned
 
 
-def _upstream_source(up: Any, worker: workers.WorkerClass, md: Any, settings: DraftSettings):
+def _upstream_source(
+    up: Any,
+    worker: workers.WorkerClass,
+    md: Any,
+    settings: DraftSettings,
+    thread_context: Callable[[], AbstractContextManager[Any]],
+):
     def source(run: CallerRun) -> Iterator[Checkpoint]:
         hand = _Handoff()
         spy = _Spy(md, hand, run)
         thread = threading.Thread(
-            target=_drive, args=(up, worker, md, settings, spy, hand, run), daemon=True
+            target=_drive,
+            args=(up, worker, md, settings, spy, hand, run, thread_context),
+            daemon=True,
         )
         spy.thread = thread
         spy.install()
@@ -250,13 +269,13 @@ def _upstream_source(up: Any, worker: workers.WorkerClass, md: Any, settings: Dr
     return source
 
 
-def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun) -> None:
+def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun, context) -> None:
     """The helper thread: build the worker, run one forward, hand over at every checkpoint."""
     from regress.upstream.cuda import device_mode, regress_side
     from regress.upstream.drafts import FakeResourceManager
 
     try:
-        with device_mode(up.ledger):
+        with device_mode(up.ledger), context():
             k = settings.max_draft_len
             r = k if settings.runtime_draft_len is None else settings.runtime_draft_len
             manager = settings.draft_kv_cache_manager

@@ -13,7 +13,7 @@ from regress.upstream.blame import blame, describe
 from regress.upstream.eras import Settings, Upstream, all_values, plan_for
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 from regress.upstream.report import CheckReport
-from regress.upstream.scenarios import SCENARIOS, ScenarioResult
+from regress.upstream.scenarios import OPT_IN, SCENARIOS, ScenarioResult
 from regress.upstream.shells import Sandbox
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
@@ -46,7 +46,7 @@ def run_check(
 
     Args:
         source: a TensorRT-LLM checkout (or its ``tensorrt_llm`` directory).
-        scenarios: names from :func:`scenario_names` (default: all).
+        scenarios: names from :func:`scenario_names` (default: all but the opt-in ones).
         settings: SM version and SM count the code is told it runs on.
         progress: receives one line per scenario started.
     """
@@ -54,7 +54,7 @@ def run_check(
     emit = progress or (lambda _m: None)
     report = CheckReport(source=str(source))
     table = _scenarios()
-    wanted = list(scenarios or table)
+    wanted = list(scenarios or [name for name in table if name not in OPT_IN])
     try:
         layout = resolve_source_tree(source)
     except TrtllmLayoutError as exc:

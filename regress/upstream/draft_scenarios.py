@@ -24,13 +24,11 @@ contract broken while upstream's caller drives upstream's metadata fails a tree.
 from __future__ import annotations
 
 import inspect
-import re
-from pathlib import Path
 from typing import Any
 
 from regress.upstream.caller import DraftSettings, caller_checkpoints
 from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.maps import check_maps, dsa_family, maps_of
+from regress.upstream.maps import check_maps, dsa_family, load_class, maps_of
 from regress.upstream.steps import (
     Layout,
     ScenarioResult,
@@ -136,7 +134,7 @@ def metadata_classes(up: Any) -> list[ScenarioResult]:
     for found in dsa_family(plan.layout.package_dir, str(sparse), DSA_METADATA_CLASS):
         result = ScenarioResult(f"metadata_classes/{found.name}")
         try:
-            cls = _load_class(up, found)
+            cls = load_class(up, found)
             md, kvm = _build(up, cls)
         except Exception as exc:  # built with regress's fakes: not a contract of the tree
             from regress.upstream.blame import blame, describe
@@ -156,25 +154,6 @@ def metadata_classes(up: Any) -> list[ScenarioResult]:
         result.note = f"maps checked: {', '.join(maps_of(md)) or 'none'}; {caller_note(run)}"
         out.append(result)
     return out
-
-
-def _load_class(up: Any, found: Any) -> type:
-    if found.module == up.plan.dsa_module:
-        return getattr(up.module, found.name)
-    up.sandbox.real.add(found.module)
-    for sibling in sibling_imports(found.file):  # its own params and indexer run for real
-        up.sandbox.real.add(found.module.rsplit(".", 1)[0] + "." + sibling)
-    return getattr(up.sandbox.load(found.module), found.name)
-
-
-def sibling_imports(file: Path) -> list[str]:
-    """Sibling modules ``file`` imports at module level (``from .params import ...``), if present.
-
-    DeepSeek-V4's metadata checks its params' type and calls its indexer's ``prepare`` (both
-    siblings); imports under ``TYPE_CHECKING`` or inside functions are indented and not taken.
-    """
-    names = re.findall(r"^from \.(\w+) import", file.read_text(encoding="utf-8"), re.MULTILINE)
-    return [n for n in names if (file.parent / f"{n}.py").is_file()]
 
 
 def _build(up: Any, cls: type) -> tuple[Any, FakeKVCacheManager]:

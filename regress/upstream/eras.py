@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from regress.upstream import Ledger, SandboxGap
-from regress.upstream.fakes import FakeKVCacheManager, RecordingLogger
+from regress.upstream.fakes import (
+    FakeDeepseekV4CacheManager,
+    FakeKVCacheManager,
+    RecordingLogger,
+)
 from regress.upstream.layout import ERAS, TrtllmLayout
 from regress.upstream.stubs import StubModule, is_placeholder
 
@@ -176,8 +180,11 @@ def _cpp_field(*, ctype: Any = None, default: Any = None, **kwargs: Any) -> Any:
 def cache_manager_values(dsa_dir_module: str) -> dict[str, dict[str, tuple[Any, str]]]:
     """``is_dsa_cache_manager`` is an isinstance check on C++-backed classes: accept the fake."""
     check = (
-        lambda m: isinstance(m, FakeKVCacheManager),
-        "isinstance against C++-backed managers: accepts the fake manager",
+        lambda m: (
+            isinstance(m, FakeKVCacheManager) and not isinstance(m, FakeDeepseekV4CacheManager)
+        ),
+        "isinstance against C++-backed managers: accepts the fake DSA manager (the DeepSeek-V4 "
+        "one is a KVCacheManagerV2, not a DSA manager, upstream too)",
     )
     return {f"{dsa_dir_module}.cache_manager": {"is_dsa_cache_manager": check}}
 
@@ -355,11 +362,15 @@ class Upstream:
         cached: list[int] | None = None,
         draft_kv_cache_manager: Any = None,
         metadata_cls: type | None = None,
+        sparse_params: Any = None,
     ) -> Any:
         """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None).
 
         ``draft_kv_cache_manager`` is a separate draft KV cache (a field of newer
-        ``AttentionMetadata``); ``metadata_cls`` another DSA-family class of the tree.
+        ``AttentionMetadata``); ``metadata_cls`` another metadata class of the tree: a DSA-family
+        one gets the era's sparse settings (its own params subclass where it has one), the dense
+        ``TrtllmAttentionMetadata`` the DSA class extends none; ``sparse_params`` replaces them
+        (a scenario's own ``sparse_metadata_params``, DeepSeek-V4's compress ratios).
         """
         import torch
 
@@ -377,7 +388,10 @@ class Upstream:
         if draft_kv_cache_manager is not None:
             kwargs["draft_kv_cache_manager"] = draft_kv_cache_manager
         cls = metadata_cls or self.metadata_cls
-        kwargs.update(self.sparse_kwargs(cls))
+        if sparse_params is not None:
+            kwargs["sparse_metadata_params"] = sparse_params
+        elif issubclass(cls, self.metadata_cls):
+            kwargs.update(self.sparse_kwargs(cls))
         return cls(**kwargs)
 
     def sparse_kwargs(self, cls: type | None = None) -> dict[str, Any]:

@@ -136,6 +136,30 @@ class FakeKVCacheManager:
         return self.tokens_per_block * (self.index_head_dim + scale)
 
 
+class FakeDeepseekV4CacheManager(FakeKVCacheManager):
+    """The DeepSeek-V4 cache manager as its metadata sees it: not a DSA manager.
+
+    Upstream's ``DeepseekV4CacheManager`` extends ``KVCacheManagerV2``, not ``DSACacheManager``
+    (``sparse/deepseek_v4/cache_manager.py``, stored ids 56135648092, 70181721244), so
+    ``is_dsa_cache_manager`` is False for it (``regress.upstream.eras.cache_manager_values``) and
+    ``DSAtrtllmAttentionMetadata.__post_init__`` asserts DeepSeek-V4's interface instead
+    (``compressed_block_sizes``, ``get_cache_indices``). The block-table calls are the base
+    fake's.
+
+    Args:
+        compress_ratios: the compress ratio of each local layer (``pp_layers`` index them).
+    """
+
+    def __init__(self, max_batch_size: int, compress_ratios: list[int], **kwargs: Any) -> None:
+        super().__init__(max_batch_size, num_local_layers=len(compress_ratios), **kwargs)
+        self.compress_ratios = list(compress_ratios)
+        #: per layer, tokens per compressed block (upstream's compressor indexes it by layer)
+        self.compressed_block_sizes = [self.tokens_per_block // r for r in compress_ratios]
+
+    def get_cache_indices(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the metadata path never calls get_cache_indices")
+
+
 class RecordingLogger:
     """Stands for ``tensorrt_llm.logger.logger``: keeps messages instead of printing them."""
 

@@ -137,6 +137,28 @@ def dsa_family(package_dir: Path, sparse_dir: str, dsa_class: str) -> list[Metad
     return found
 
 
+def load_class(up: Any, found: MetadataClass) -> type:
+    """The class ``found`` names, its module executed from source (DSA's own is already loaded).
+
+    Its sibling modules imported at module level run for real too (:func:`sibling_imports`).
+    """
+    if found.module == up.plan.dsa_module:
+        return getattr(up.module, found.name)
+    package = found.module.rsplit(".", 1)[0]
+    up.sandbox.add_real([found.module, *(f"{package}.{s}" for s in sibling_imports(found.file))])
+    return getattr(up.sandbox.load(found.module), found.name)
+
+
+def sibling_imports(file: Path) -> list[str]:
+    """Sibling modules ``file`` imports at module level (``from .params import ...``), if present.
+
+    DeepSeek-V4's metadata checks its params' type and calls its indexer's ``prepare`` (both
+    siblings); imports under ``TYPE_CHECKING`` or inside functions are indented and not taken.
+    """
+    names = re.findall(r"^from \.(\w+) import", file.read_text(encoding="utf-8"), re.MULTILINE)
+    return [n for n in names if (file.parent / f"{n}.py").is_file()]
+
+
 def _module(package_dir: Path, file: Path) -> str:
     rel = file.relative_to(package_dir.parent).with_suffix("")
     return ".".join(rel.parts)

@@ -41,6 +41,7 @@ from regress.upstream.eras import Upstream
 from regress.upstream.fakes import FakeKVCacheManager
 from regress.upstream.maps import check_maps
 from regress.upstream.shells import Sandbox
+from regress.upstream.stale_state import stale_state
 from regress.upstream.steps import (
     Layout,
     ScenarioResult,
@@ -308,4 +309,9 @@ SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "fused_metadata": fused_metadata,
     "draft_kv_cache": draft_kv_cache,
     "ragged_verify": ragged_verify,
+    "stale_state": stale_state,
 }
+#: Run only when named with ``--scenario``: ``stale_state`` still reports a candidate upstream
+#: defect on current trees (``docs/findings.md``), which would turn every check, and so every
+#: source bisect, into a failure.
+OPT_IN: frozenset[str] = frozenset({"stale_state"})

@@ -11,7 +11,7 @@ model's attention reads the DSA maps is the model's, which regress does not know
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
@@ -20,8 +20,7 @@ from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
 from regress.upstream.cuda import regress_side
 from regress.upstream.fakes import FakeKVCacheManager
 from regress.upstream.maps import TOKEN_MAPS, check_maps
-
-NO_REBUILD = "no_rebuild_point"
+from regress.upstream.results import NO_REBUILD, ScenarioResult, Step
 
 
 @dataclass(frozen=True)
@@ -32,39 +31,6 @@ class Layout:
     seq_lens: tuple[int, ...]
     num_contexts: int = 0
     max_draft_len: int = 4
-
-
-@dataclass
-class Step:
-    """What one checked step saw."""
-
-    step: str
-    seq_lens: list[int]
-    req_idx_per_token: list[int]
-    blocks_written: list[int] = field(default_factory=list)
-
-
-@dataclass
-class ScenarioResult:
-    """One verdict: ``pass``, ``fail`` (violations), ``warn`` (a finding, not a verdict on the
-    metadata), ``skip`` (nothing of this kind in the tree), ``gap`` (could not run) or ``error``
-    (a regress bug)."""
-
-    name: str
-    status: str = "pass"
-    violations: list[Violation] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-    note: str = ""
-
-    def add(self, found: list[Violation], where: str) -> None:
-        for v in found:
-            self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
-        if self.violations and self.status != "fail":
-            self.status = "fail" if any(v.check != NO_REBUILD for v in self.violations) else "warn"
-
-    def warn(self, found: list[Violation], where: str) -> None:
-        """Record ``found`` as a finding about the caller: ``warn`` unless already failed."""
-        self.add([Violation(NO_REBUILD, v.message, v.details) for v in found], where)
 
 
 def target_forward(

@@ -27,6 +27,8 @@ CALLERS = {
     "fused_metadata": "the eager map chain with the fused-metadata gate forced off",
     "draft_kv_cache": "the worker's switch to a separate draft KV cache",
     "ragged_verify": "per-request verification windows and their row maps",
+    "stale_state": "two forwards and their draft loops, every checkpoint compared with a "
+    "metadata object prepared from scratch",
 }
 
 

@@ -244,3 +244,24 @@ def test_a_tree_given_as_a_relative_path_names_its_worker_too(tmp_path, monkeypa
     assert _by_name(report)["draft_callers/MTPEagleWorker"].note.startswith(
         "caller: upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker."
     )
+
+
+def test_thread_context_is_entered_in_the_workers_thread(tmp_path):
+    """A per-thread recorder (the stale-state write log) must be entered where the worker runs."""
+    from contextlib import contextmanager
+
+    entered: list[str] = []
+
+    @contextmanager
+    def record():
+        entered.append(threading.current_thread().name)
+        yield
+
+    plan, ledger, sandbox = _loaded(build_caller_tree(tmp_path))
+    with sandbox:
+        up = _load(sandbox, plan, ledger)
+        md, _ = target_forward(up, Layout("u", (4, 4, 4, 4), 0, 3))
+        run = caller_checkpoints(up, md, DraftSettings(3, [4, 1, 2, 3]), thread_context=record)
+        labels = [label for label, _ in run]
+    assert "update_for_spec_dec#1" in labels
+    assert entered and entered[0] != threading.current_thread().name

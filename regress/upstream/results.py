@@ -1,0 +1,55 @@
+"""What a scenario of ``regress check`` reports: its verdict and what each checked step saw.
+
+Shared by the scenario modules (:mod:`regress.upstream.scenarios`,
+:mod:`regress.upstream.draft_scenarios`, :mod:`regress.upstream.stale_state`, and the checkpoint
+judging of :mod:`regress.upstream.steps`), the report and the child process that rebuilds it, so
+no scenario module imports another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from regress.dsa.invariants import Violation
+
+#: The check of a finding about the caller, not the metadata (:meth:`ScenarioResult.warn`).
+NO_REBUILD = "no_rebuild_point"
+
+
+@dataclass
+class Step:
+    """What one checked step saw."""
+
+    step: str
+    seq_lens: list[int]
+    req_idx_per_token: list[int]
+    blocks_written: list[int] = field(default_factory=list)
+    #: what a scenario adds about the step (``stale_state``: the fields compared and explained)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScenarioResult:
+    """One verdict: ``pass``, ``fail`` (violations), ``warn`` (a finding, not a verdict on the
+    metadata), ``skip`` (nothing of this kind in the tree), ``gap`` (could not run) or ``error``
+    (a regress bug)."""
+
+    name: str
+    status: str = "pass"
+    violations: list[Violation] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    note: str = ""
+
+    def add(self, found: list[Violation], where: str) -> None:
+        for v in found:
+            self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
+        if self.violations and self.status != "fail":
+            self.status = "fail" if any(v.check != NO_REBUILD for v in self.violations) else "warn"
+
+    def warn(self, found: list[Violation], where: str) -> None:
+        """Record ``found`` as a finding about the caller: ``warn`` unless already failed."""
+        self.add([Violation(NO_REBUILD, v.message, v.details) for v in found], where)
+
+
+__all__ = ["NO_REBUILD", "ScenarioResult", "Step"]
