@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import torch
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+#: Eager runs of the section on the capture stream before it is captured (torch's notes use 3).
+WARMUP_ITERATIONS = 3
 
 
 def padded_batch_size(bs: int, limit: int | None = None) -> int:
@@ -40,6 +42,7 @@ class DraftGraphs:
         self.owner = run
         self.captured: dict[int, _Captured] = {}
         self.replays = 0
+        self._side: Any = None
 
     def padded_size(self, bs: int) -> int:
         return padded_batch_size(bs, self.owner.md.max_num_requests)
@@ -86,16 +89,21 @@ class DraftGraphs:
         # requests, so its warm-up touches no live cache; here the live cache is put back.
         cache = run.draft_cache
         saved_cache = [t.clone() for t in (cache.k, cache.v, cache.k_idx) if t is not None]
-        side = torch.cuda.Stream(device=run.dev)
+        if self._side is None:  # one stream for every capture: its cuBLAS workspace persists
+            self._side = torch.cuda.Stream(device=run.dev)
+        side = self._side
         side.wait_stream(torch.cuda.current_stream(run.dev))
         with torch.cuda.stream(side):  # warm-up outside capture, as torch requires
-            run.draft_steps(tokens, hidden)
-            md.kv_lens_cuda.copy_(saved_kv)
+            for _ in range(WARMUP_ITERATIONS):
+                run.draft_steps(tokens, hidden)
+                md.kv_lens_cuda.copy_(saved_kv)
         torch.cuda.current_stream(run.dev).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # Capture on the warm-up stream: its cuBLAS workspace then exists before capture starts
-        # (torch.cuda.graph's own capture stream would allocate one inside the capture). One
-        # capture of this section failed once on the H200 with CUBLAS_STATUS_EXECUTION_FAILED.
+        # (torch.cuda.graph's own capture stream would allocate one inside the capture). Captures
+        # of this section failed on the H200 now and then (CUBLAS_STATUS_EXECUTION_FAILED, then
+        # "operation failed due to a previous error during capture") after a single warm-up;
+        # torch's CUDA-graph notes warm up for a few iterations, so does this.
         with torch.cuda.graph(graph, stream=side):
             outs = run.draft_steps(tokens, hidden)
         md.kv_lens_cuda.copy_(saved_kv)
