@@ -4,8 +4,11 @@
 reference engine (``regress.reference.serving``, ``graphs``) calls the same functions from its
 compute loop, so there is one definition of what the loop does to the metadata. Read from
 ``tensorrt_llm/_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward`` (code index stored
-id 51981746824; ``f933a608`` and ``mtp.py`` ``MTPEagleWorker.forward`` @ 23ee85ee, older, make the
-same calls) and ``speculative/interface.py`` ``SpecWorkerBase`` (stored id 57352998664):
+id 51981746824; ``mtp.py`` ``MTPEagleWorker.forward`` @ 23ee85ee, older, makes the same calls and
+restores without ``num_contexts``) and ``speculative/interface.py`` ``SpecWorkerBase`` (stored id
+57352998664). Upstream's ``draft_target.py`` splits the same transitions into functions too
+(``_update_kv_after_first_draft_step``, ``_update_kv_for_chained_draft_step``, stored id
+56138054636):
 
 * :func:`save_layout` before draft step 0 (``_prepare_attn_metadata_for_spec_dec``:
   ``prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")``);
