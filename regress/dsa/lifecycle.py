@@ -21,25 +21,20 @@ Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-L
    holds the previous forward's layout, restored after that forward's draft loop.
 2. **Prepare.** The executor sets ``request_ids``, ``seq_lens``, ``num_contexts`` (and the cached
    lengths) and calls ``prepare()``; the target model then runs on that layout.
-3. **Draft loop** (``_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward``, which
-   ``mtp.py`` ``MTPEagleWorker`` became a thin wrapper of; older builds: ``mtp.py``
-   ``MTPEagleWorker.forward`` with the same sequence): ``prepare_for_spec_dec("_seq_lens",
-   "_seq_lens_cuda")`` saves the layout tensors and swaps in clones; draft step 0 runs on the
-   target layout; then ``_seq_lens[:bs].fill_(1)``, ``_seq_lens_cuda[:bs].fill_(1)``,
-   ``on_update()``, ``host_request_types[:num_contexts].fill_(1)`` and ``num_contexts = 0``
-   (when there is a KV cache), ``kv_lens_cuda[num_contexts:bs] -= max_draft_len -
-   num_accepted_tokens[num_contexts:]`` and ``kv_lens_cuda[:num_contexts] += 1`` (with the
-   ``num_contexts`` of the target forward), then ``update_for_spec_dec()``. Each later step
-   ``i`` in ``1..K-1``: ``kv_lens_cuda[:bs] += 1``, ``update_for_spec_dec()``.
+3. **Draft loop** (``_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward``, code index
+   stored id 51981746824, which ``mtp.py`` ``MTPEagleWorker`` became a thin wrapper of; older
+   builds: ``mtp.py`` ``MTPEagleWorker.forward`` with the same sequence): save the layout, draft
+   step 0 on the target layout, collapse the batch after it, advance after every step.
    ``num_accepted_tokens`` counts the bonus token (1..K+1), as eagle3's
    ``sample_and_accept_draft_tokens`` returns it.
-4. **Restore** (``eagle3.py`` ``_restore_attn_metadata_from_spec_dec``, code index stored id
-   57352998664):
-   ``restore_from_spec_dec()`` puts the saved ``_seq_lens``/``_seq_lens_cuda`` back; the newest
-   ``SpecWorkerBase`` restore also brings back ``num_contexts`` and ``host_request_types`` (the
-   same tensor) that step 0 rewrote (upstream's unit tests of the paired prepare/restore, code
-   index stored ids 57444030939 and 57684039558), and ``on_update()`` recounts. Nothing rebuilds the backend's derived buffers: the DSA map stays
-   in the draft-step layout until the next ``prepare()``.
+4. **Restore** (``_restore_attn_metadata_from_spec_dec``, ``interface.py`` ``SpecWorkerBase``,
+   stored id 57352998664). Nothing rebuilds the backend's derived buffers: the DSA map stays in
+   the draft-step layout until the next ``prepare()``.
+
+Each draft-loop transition is one function of ``regress.dsa.transitions`` (which cites the
+upstream lines); :func:`iter_draft_loop` composes them, the reference engine calls the same
+functions from its compute loop (with the ``LoopOptions`` it needs), and the upstream scenarios
+drive :func:`draft_checkpoints`: one model of the loop.
 
 Where upstream guarantees that derived buffers (``req_idx_per_token``, ``kv_lens_cuda_2d``) match
 the layout: after ``prepare()`` and after each ``update_for_spec_dec()`` (which calls
@@ -59,6 +54,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from regress.dsa.transitions import (
+    UPSTREAM_WORKER,
+    LoopOptions,
+    advance,
+    collapse,
+    restore_layout,
+    save_layout,
+)
 
 STAGES = ("announce", "prepare", "draft_begin", "draft_step", "restore")
 """Stage names of :class:`Event`, in the order they occur within one forward."""
@@ -172,67 +176,31 @@ def iter_draft_loop(
     num_accepted: Sequence[int],
     *,
     draft_seq_lens: Sequence[int] | None = None,
+    options: LoopOptions = UPSTREAM_WORKER,
 ) -> Iterator[tuple[str, int | None]]:
     """The metadata side of one MTP-Eagle draft loop, yielding ``(stage, step)`` after each step.
 
-    A generator so that a caller can look at (or act on) the metadata between transitions; the
-    loop only advances when the caller asks for the next one. :func:`draft_loop` runs it through.
+    ``save_layout``, then after each step ``i``'s forward ``collapse`` (``i == 0`` only) and
+    ``advance``, then ``restore_layout`` (``regress.dsa.transitions``). A generator so that a
+    caller can look at (or act on) the metadata between transitions; :func:`draft_loop` runs it
+    through. The reference engine calls the same transitions from its compute loop
+    (``regress.reference.serving``).
 
     Args:
         metadata: prepared metadata (the target forward's layout).
         max_draft_len: K, the number of draft steps.
         num_accepted: accepted tokens per request counting the bonus (1..K+1).
         draft_seq_lens: the layout step 0 collapses to (default all ones; see :class:`Forward`).
+        options: how the layout is saved and restored (default: upstream's one-model worker).
     """
-    import torch
-
-    bs = int(metadata.num_seqs)
-    num_contexts = int(metadata.num_contexts)
-    request_types = getattr(metadata, "host_request_types", None)
-    saved_types = request_types.clone() if request_types is not None else None
-    if hasattr(metadata, "prepare_for_spec_dec"):
-        metadata.prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")
-        restore: Callable[[], None] = metadata.restore_from_spec_dec
-    else:  # an older interface.py without prepare_for_spec_dec: save and restore by hand
-        saved = (metadata._seq_lens, metadata._seq_lens_cuda)
-        metadata._seq_lens, metadata._seq_lens_cuda = saved[0].clone(), saved[1].clone()
-
-        def restore() -> None:
-            metadata._seq_lens, metadata._seq_lens_cuda = saved
-
+    saved = save_layout(metadata, options)
     yield "draft_begin", None
     for i in range(max_draft_len):
         if i == 0:
-            if draft_seq_lens is None:
-                metadata._seq_lens[:bs].fill_(1)
-                metadata._seq_lens_cuda[:bs].fill_(1)
-            else:
-                lens = torch.tensor(list(draft_seq_lens), dtype=torch.int32)
-                metadata._seq_lens[:bs].copy_(lens)
-                metadata._seq_lens_cuda[:bs].copy_(lens)
-            metadata.on_update()
-            if getattr(metadata, "kv_cache_manager", None) is not None:
-                if request_types is not None:
-                    request_types[: metadata.num_contexts].fill_(1)
-                metadata.num_contexts = 0
-            kv = getattr(metadata, "kv_lens_cuda", None)
-            if kv is not None:
-                acc = torch.tensor(
-                    list(num_accepted)[num_contexts:bs], dtype=kv.dtype, device=kv.device
-                )
-                kv[num_contexts:bs] -= max_draft_len - acc
-                kv[:num_contexts] += 1
-        else:
-            kv = getattr(metadata, "kv_lens_cuda", None)
-            if kv is not None:
-                kv[:bs] += 1
-        metadata.update_for_spec_dec()
+            collapse(metadata, saved, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens)
+        advance(metadata, saved.batch_size)
         yield "draft_step", i
-    restore()
-    metadata.num_contexts = num_contexts
-    if saved_types is not None:
-        request_types.copy_(saved_types)
-    metadata.on_update()
+    restore_layout(metadata, saved)
     yield "restore", None
 
 
@@ -271,10 +239,11 @@ def draft_loop(
     *,
     draft_seq_lens: Sequence[int] | None = None,
     emit: Callable[[str, int | None], None] = lambda stage, step: None,
+    options: LoopOptions = UPSTREAM_WORKER,
 ) -> None:
     """Run :func:`iter_draft_loop` to the end, calling ``emit(stage, step)`` after each step."""
     for stage, step in iter_draft_loop(
-        metadata, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens
+        metadata, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens, options=options
     ):
         emit(stage, step)
 
@@ -287,6 +256,7 @@ def run_forwards(
     observer: Observer | None = None,
     layout: LayoutSetter = set_layout,
     announcer: Announcer = announce,
+    options: LoopOptions = UPSTREAM_WORKER,
 ) -> list[Event]:
     """Drive ``metadata`` through upstream's per-forward sequence for each of ``forwards``.
 
@@ -299,6 +269,7 @@ def run_forwards(
         layout: sets the batch layout before ``prepare()`` (default :func:`set_layout`).
         announcer: the per-forward announcement (default :func:`announce`); a sandbox driving an
             older upstream signature passes its own.
+        options: how each draft loop saves and restores the layout (``LoopOptions``).
 
     Returns:
         Every event, in order (the observer saw the same ones).
@@ -325,6 +296,7 @@ def run_forwards(
                 forward.accepted(),
                 draft_seq_lens=forward.draft_seq_lens,
                 emit=emit,
+                options=options,
             )
     return events
 

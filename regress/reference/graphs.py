@@ -58,11 +58,12 @@ class DraftGraphs:
         md.on_update()
 
     def run(self, bs: int, first: torch.Tensor, hidden: torch.Tensor) -> list[torch.Tensor]:
-        """Pad, notify the collapse, replay steps 1..K-1; returns K-1 token tensors of size bs."""
+        """Pad the collapsed batch, replay steps 1..K-1, unpad; returns K-1 tensors of size bs."""
         md = self.owner.md
         b_pad = self.padded_size(bs)
         self._pad_layout(bs, b_pad)
-        md.update_for_spec_dec()  # the collapse's own notification, eager as upstream
+        # No notification here: the captured body opens with step 0's ``advance``
+        # (``update_for_spec_dec``), so the refresh for the collapsed layout is in the graph.
         entry = self.captured.get(b_pad) or self._capture(b_pad)
         entry.tokens.zero_()
         entry.hidden.zero_()
@@ -72,6 +73,7 @@ class DraftGraphs:
         self.replays += 1
         if self.owner.sentinel is not None:
             self.owner.sentinel.after_replay()  # checks owed by the captured region
+        md._num_seqs = bs  # the dummies out again; the restore recounts
         return [o[:bs] for o in entry.outs]
 
     def _capture(self, b_pad: int) -> _Captured:

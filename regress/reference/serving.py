@@ -1,8 +1,10 @@
 """One ``ReferenceEngine.generate`` call: in-flight batching and the per-forward MTP-Eagle sequence.
 
-The order of metadata calls in every forward is upstream's, as modelled once in
-``regress.dsa.lifecycle`` (announce, prepare, target forward, draft step 0, collapse, steps
-``1..K-1``, restore); ``tests/unit/test_reference_engine.py`` checks the two agree.
+Every metadata transition of a forward is ``regress.dsa.lifecycle``'s (``announce``,
+``set_layout``) or ``regress.dsa.transitions``' (``save_layout``, ``collapse``, ``advance``,
+``restore_layout``): this module only computes between them, so the engine cannot drift from
+the model ``regress check`` and the tests drive. ``tests/unit/test_reference_loop.py`` checks
+the calls and the layouts they see agree with ``iter_draft_loop`` on the same batch.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from regress.dsa.lifecycle import Forward, announce, set_layout
+from regress.dsa.transitions import LoopOptions, advance, collapse, restore_layout, save_layout
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.graphs import DraftGraphs, padded_batch_size
 from regress.reference.model import LayerCache, draft_forward, logits_of, target_forward
@@ -18,6 +22,10 @@ if TYPE_CHECKING:
     from regress.reference.engine import ReferenceEngine
 
 TOKENS_PER_BLOCK = 16
+DRAFT_LOOP = LoopOptions(save="in_place", restore_kv_lens=True)
+"""How the engine's draft loop saves the layout: in place, since its CUDA graph holds only steps
+1..K-1 and must keep reading the buffers it captured (``LoopOptions`` says why), and with the
+kv lens put back, so an iteration leaves the metadata as its target forward found it."""
 
 
 @dataclass
@@ -147,16 +155,6 @@ class ServingRun:
         import torch
 
         k, md = self.k, self.md
-        # What the executor announces first in every forward, before the layout is set
-        # (regress.dsa.lifecycle; the path bug 2's benchmark skipped).
-        md.update_spec_dec_param(
-            batch_size=len(live),
-            is_spec_decoding_enabled=k > 0,
-            is_spec_dec_tree=False,
-            is_spec_dec_dynamic_tree=False,
-            max_draft_len=k,
-            max_total_draft_tokens=k,
-        )
         ctx = [r for r in live if r.cached == 0]
         lens = [len(r.prompt) for r in ctx] + [1 + k] * (len(live) - len(ctx))
         tokens, positions = [], []
@@ -167,10 +165,16 @@ class ServingRun:
             else:
                 tokens += [r.last, *r.drafts]
                 positions += range(r.cached, r.cached + 1 + k)
-        md.request_ids = [r.rid for r in live]
-        md.cached_token_lens = [r.cached for r in live]
-        md.seq_lens = lens
-        md.num_contexts = len(ctx)
+        forward = Forward(
+            seq_lens=tuple(lens),
+            num_contexts=len(ctx),
+            cached=tuple(r.cached for r in live),
+            request_ids=tuple(r.rid for r in live),
+        )
+        # What the executor announces first in every forward, before the layout is set (the
+        # path bug 2's benchmark skipped), then the layout and prepare().
+        announce(md, forward, k)
+        set_layout(md, forward)
         md.prepare()
         tok = torch.tensor(tokens, device=self.dev)
         pos = torch.tensor(positions, device=self.dev)
@@ -219,10 +223,11 @@ class ServingRun:
             r.drafts = drafts[i] if k > 0 else []
 
     def draft_loop(self, live, lens, starts, accepted, tok, pos, target_ids, z) -> list[list[int]]:
-        """Draft step 0 on the target layout, the collapse, then steps 1..K-1."""
+        """Draft step 0 on the target layout, the collapse, then steps 1..K-1, then the restore."""
         import torch
 
         k, md, bs = self.k, self.md, len(live)
+        saved = save_layout(md, DRAFT_LOOP)
         # Step 0: at every target position p the draft sees (z[p], token at p + 1), where the
         # token at p + 1 is the prompt's next token inside a context, else the target's choice.
         nxt = target_ids.clone()
@@ -242,33 +247,21 @@ class ServingRun:
         rows = self.e.draft_cache.stash_rows(starts, lens, accepted, is_ctx, self.e.defects)
         self.stash.fill_(-1)
         self.stash[:bs] = chosen[torch.tensor(rows, device=self.dev)]
-        saved = (md.seq_lens.clone(), md.num_contexts, md.kv_lens_cuda[:bs].clone())
-
-        # The collapse at the end of draft step 0 (upstream: _seq_lens.fill_(1) + on_update()).
-        md._seq_lens[:bs].fill_(1)
-        md._seq_lens_cuda[:bs].fill_(1)
-        md.on_update()
-        md.num_contexts = 0
-        rejected = [0 if r.cached == 0 else k - a for r, a in zip(live, accepted, strict=True)]
-        md.kv_lens_cuda[:bs] -= torch.tensor(rejected, dtype=torch.int32, device=self.dev)
+        # upstream's num_accepted_tokens: the bonus token counted, a context's one token
+        num_accepted = [1 if c else a + 1 for a, c in zip(accepted, is_ctx, strict=True)]
+        collapse(md, saved, k, num_accepted)
         self.loop_start.zero_()
         self.loop_start[:bs] = md.kv_lens_cuda[:bs]  # steps 1.. write slots from here on
         if self.graphs is not None:
             rest = self.graphs.run(bs, first, hidden)
         else:
-            md.update_for_spec_dec()
             rest = self.draft_steps(first, hidden)
         drafts = (
             torch.stack([first, *rest], dim=1)[:bs].tolist()
             if rest
             else [[t] for t in first.tolist()]
         )
-        lens_t, ctx, kv = saved
-        md._num_seqs = bs
-        md._seq_lens[:bs].copy_(lens_t)
-        md._seq_lens_cuda[:bs].copy_(lens_t)
-        md.kv_lens_cuda[:bs].copy_(kv)
-        md.num_contexts = ctx
+        restore_layout(md, saved)
         return drafts
 
     def shared_selection(self, slot) -> Any:
@@ -281,12 +274,17 @@ class ServingRun:
         return torch.cat([self.stash[:n], recent], dim=1)
 
     def draft_steps(self, tokens, hidden) -> list[Any]:
-        """Draft steps 1..K-1, one token per request; the body a CUDA graph captures."""
+        """Draft steps 1..K-1, one token per request; the body a CUDA graph captures.
+
+        Each step is entered through ``advance`` (the first one is step 0's, after the eager
+        collapse), and the last ``advance`` prepares a step that never runs, as upstream's loop
+        does: the metadata sees the calls ``iter_draft_loop`` makes, and the refresh of the map
+        stays inside the captured region.
+        """
         md = self.md
         outs = []
         for _ in range(1, self.k):
-            md.kv_lens_cuda[: md.num_seqs] += 1
-            md.update_for_spec_dec()
+            advance(md, md.num_seqs)
             slot = md.kv_lens_cuda[: md.num_seqs].long() - 1
             selection = self.shared_selection(slot) if self.cfg.index_share else None
             h, hidden, _ = draft_forward(
@@ -302,4 +300,5 @@ class ServingRun:
             )
             tokens = logits_of(self.e.draft_w, h).argmax(-1)
             outs.append(tokens)
+        advance(md, md.num_seqs)
         return outs
