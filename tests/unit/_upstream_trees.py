@@ -259,6 +259,28 @@ _RAGGED_METHODS = """    ragged_verify_lens = None
         self.req_idx_per_token[start : start + rows] = (req_idx + nc).to(torch.int32)
 
 """
+#: The newer shape (dsa/metadata.py @ 186080bb): the constructor takes the ragged switch and
+#: allocates the row buffers from it; windows installed without it are refused.
+_RAGGED_SWITCH_INIT = (
+    "    enable_ragged_verification = False\n\n"
+    "    def __init__(self, *args, **kwargs):\n"
+    "        self.enable_ragged_verification = bool(kwargs.pop('enable_ragged_verification', False))\n"
+    "        self._init_dsa(*args, **kwargs)\n"
+    "        if self.enable_ragged_verification:\n"
+    "            n = self.max_num_tokens + self.max_num_sequences\n"
+    "            self.row_req_idx_cuda = torch.zeros(n, dtype=torch.long, device='cuda')\n"
+    "            self.attn_row_req_idx_cuda = torch.zeros(n, dtype=torch.long, device='cuda')\n\n"
+)
+_RAGGED_SWITCH_CHECK = (
+    "        if self.ragged_verify_lens is not None and not self.enable_ragged_verification:\n"
+    "            raise RuntimeError('ragged windows set, but the ragged buffers were never allocated')\n"
+)
+#: Upstream refusing windows regress chose, even with the switch on (a gap, never a verdict).
+_RAGGED_REFUSE = (
+    "        if self.ragged_verify_lens and min(self.ragged_verify_lens) < 2:\n"
+    "            raise RuntimeError('every verification window must hold the bonus and a draft')\n"
+)
+_DSA_INIT = "    def __init__(self, *args, **kwargs):\n        self.num_sms"
 _ATTN_ROWS = "        self.attn_row_req_idx_cuda[nc : nc + rows] = req_idx + nc\n"
 _DRAFT_KV_METHODS = """    def prepare_for_draft_forward(self):
         saved = (self.indexer_k_cache_block_offsets, self.slot_mapping_fp8)
@@ -320,6 +342,7 @@ def caller_files(
     fused: str | None = None,
     event: bool = False,
     ragged: str | None = None,
+    ragged_switch: bool | str = False,
     draft_kv: str | None = None,
     v4: str | None = None,
     qsa: str | None = None,
@@ -338,7 +361,22 @@ def caller_files(
         meta = _fill(meta, "prepare-end", "        torch.cuda.Event().record()\n")
     methods = ""
     if ragged:
-        meta = _fill(meta, "ragged-prepare", _RAGGED_PREPARE)
+        prepare = _RAGGED_PREPARE
+        if ragged_switch:  # buffers from the constructor's switch, not allocated in prepare()
+            assert _DSA_INIT in meta
+            meta = meta.replace(
+                _DSA_INIT, _RAGGED_SWITCH_INIT + _DSA_INIT.replace("__init__", "_init_dsa"), 1
+            )
+            head, _, tail = prepare.partition("            rows = ")
+            prepare = (
+                _RAGGED_SWITCH_CHECK
+                + head.split("            if self.row_req_idx_cuda")[0]
+                + "            rows = "
+                + tail
+            )
+        if ragged_switch == "refuses":
+            prepare = _RAGGED_REFUSE + prepare
+        meta = _fill(meta, "ragged-prepare", prepare)
         methods += _RAGGED_METHODS.format(attn_rows=_ATTN_ROWS if ragged == "post" else "")
     if draft_kv:
         stale = _DRAFT_KV_STALE if draft_kv == "stale" else ""

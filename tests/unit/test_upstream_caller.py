@@ -227,6 +227,39 @@ def test_ragged_verification_row_maps_follow_the_device_windows(tmp_path, varian
 
 
 @pytest.mark.parametrize(("variant", "status"), [("post", "pass"), ("stale", "fail")])
+def test_a_class_that_needs_the_ragged_switch_gets_it_from_its_constructor(
+    tmp_path, variant, status
+):
+    """Newer DSA metadata (186080bb) allocates the row buffers from ``enable_ragged_verification``
+    in its constructor and refuses windows installed without it: the scenario enables it as
+    upstream does, so the tree is judged (a stale row map still fails), never refused."""
+    tree = build_caller_tree(tmp_path, ragged=variant, ragged_switch=True)
+    report = run_check(tree, scenarios=["ragged_verify"])
+    result = report.results[0]
+    assert result.status == status, result.note
+    assert "enable_ragged_verification=True passed to the constructor" in result.note
+    if status == "fail":
+        assert result.violations[0].details["map"] == "attn_row_req_idx_cuda"
+
+
+def test_a_class_without_ragged_verification_is_skipped(tmp_path):
+    report = run_check(build_caller_tree(tmp_path), scenarios=["ragged_verify"])
+    result = report.results[0]
+    assert (result.status, result.note) == ("skip", "this metadata has no ragged verification")
+    assert report.exit_code == 0
+
+
+def test_upstream_refusing_the_windows_regress_chose_is_a_gap_not_a_fail(tmp_path):
+    tree = build_caller_tree(tmp_path, ragged="post", ragged_switch="refuses")
+    report = run_check(tree, scenarios=["ragged_verify"])
+    result = report.results[0]
+    assert result.status == "gap" and not result.violations
+    assert "the ragged-verification input regress chose" in result.note
+    assert "every verification window must hold the bonus and a draft" in result.note
+    assert report.exit_code == 3
+
+
+@pytest.mark.parametrize(("variant", "status"), [("post", "pass"), ("stale", "fail")])
 def test_a_separate_draft_kv_cache_is_switched_by_the_worker_and_judged(tmp_path, variant, status):
     report = run_check(build_caller_tree(tmp_path, draft_kv=variant), scenarios=["draft_kv_cache"])
     result = report.results[0]
