@@ -126,9 +126,10 @@ ALLOWED: tuple[Allowed, ...] = (
         "forward's lengths; by upstream's design a spec-dec sub-step advances only the device "
         "view: its own test asserts kv_lens_runtime keeps the snapshot while "
         "kv_lens_cuda_runtime moves on (see docs/findings.md, 'reviewed, not filed')",
-        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (hands the first num_seqs host kv lengths "
-        "to _bind_runtime_views as the kv_lens view); tests/unittest KV-cache-compression attention "
-        "test, stored id 60342322228: test_native_spec_update_refreshes_device_domain_once",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (hands the first num_seqs host kv "
+        "lengths to _bind_runtime_views as the kv_lens view); tests/unittest "
+        "KV-cache-compression attention test, stored id 60342322228: "
+        "test_native_spec_update_refreshes_device_domain_once",
         _DRAFT,
     ),
     Allowed(

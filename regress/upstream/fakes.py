@@ -19,7 +19,8 @@ class FakeKVCacheManager:
 
     Offsets follow the C++ ``setOffsets`` encoding that upstream's ``_get_pool_block_indices``
     (``metadata.py`` @ e5c90626) describes: the encoded offset is the pool block index times
-    ``num_layers`` times ``kv_factor``, with a ``kv_factor`` of 1 (SELFKONLY). Every call is recorded in :attr:`calls`.
+    ``num_layers`` times ``kv_factor``, with a ``kv_factor`` of 1 (SELFKONLY). Every call is
+    recorded in :attr:`calls`.
     """
 
     kv_factor = 1

@@ -20,8 +20,9 @@ hidden states, then ``logits_processor``) and the vanilla ``MTPWorker`` (``mtp.p
 each of ``draft_model.mtp_layers`` in turn, its ``shared_head`` giving last-token logits). The
 target logits are built so that upstream's own strict acceptance
 (``_sample_and_accept_draft_tokens_base``: argmax, then the leading run of drafts equal to the
-target) accepts the count regress planned per request; the worker's returned ``new_tokens_lens`` is compared with the
-plan, so a pattern that did not take effect is a driver error, never a silent pass.
+target) accepts the count regress planned per request; the worker's returned ``new_tokens_lens``
+is compared with the plan, so a pattern that did not take effect is a driver error, never a
+silent pass.
 """
 
 from __future__ import annotations
