@@ -8,7 +8,8 @@ runs, per iteration, the sequence of the upstream executor and one-model MTP-Eag
 forward verifying ``1 + K`` tokens per generation request, greedy acceptance of the longest
 matching draft prefix, draft step 0 on the target layout, the collapse to one token per request
 (every ``seq_lens`` entry set to 1, ``on_update()``, kv lens rewound, ``update_for_spec_dec()``),
-then draft steps ``1..K-1`` (captured in a CUDA graph per padded batch size on CUDA; see ``graphs.py``).
+then draft steps ``1..K-1`` (captured in a CUDA graph per padded batch size on CUDA; see
+``graphs.py``).
 """
 
 from __future__ import annotations
