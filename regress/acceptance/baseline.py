@@ -58,7 +58,7 @@ def load_upstream_reference(path: str | os.PathLike, key: str | None = None) -> 
         raise UsageError(
             f"baseline entry '{key}' in {path} has min_al: null (not yet populated; upstream's "
             "assert_acceptance_length refuses it too). Populate it (upstream: "
-            "TRTLLM_POPULATE_ACCEPTANCE_LENGTH=1 writes ref_al and min_al = 0.95 * ref_al) or "
+            "TRTLLM_POPULATE_ACCEPTANCE_LENGTH=1 writes ref_al, and min_al at 95% of it) or "
             "pick another key"
         )
     return UpstreamReference(

@@ -25,7 +25,8 @@ from regress.acceptance.workload import Workload
 from regress.errors import RegressError, UsageError
 from regress.files import parse_yaml, read_text, write_atomic
 
-#: ``min = MIN_FACTOR * ref``, as upstream's populate mode writes ``min_al = al_value * 0.95``.
+#: ``min = MIN_FACTOR * ref``, as upstream's populate mode writes ``min_al`` at 95% of the
+#: measured AL.
 MIN_FACTOR = 0.95
 _DIGITS = 6
 

@@ -6,9 +6,9 @@ and ``apply_waives`` in ``tests/integration/defs/test_list_parser.py`` (NVIDIA/T
 stand instead of (or beside) an outcome, and a ``full:X/`` prefix limits the waive to stages whose
 name (pytest's ``--test-prefix``, which Jenkins sets to the stage name) has ``X`` as its first
 dash-separated part: upstream rewrites ``full:X/<id>`` to ``<stage name>/<id>`` only when
-``test_prefix.split('-')[0]`` is ``X``, and a scoped waive whose prefix does not match names no test.
-So ``full:B200/`` waives ``B200-PyTorch-1`` but not ``DGX_B200-PyTorch-1``, and ``full:sm100/``
-waives stages named ``sm100-...``.
+the first dash-separated part of ``test_prefix`` is ``X``, and a scoped waive whose prefix does
+not match names no test. So ``full:B200/`` waives ``B200-PyTorch-1`` but not
+``DGX_B200-PyTorch-1``, and ``full:sm100/`` waives stages named ``sm100-...``.
 
 A waive is applied as a pytest marker (never a deselection) so the waived test still appears in the
 terminal summary and in JUnit with its reason: a waive that silently removed tests would hide

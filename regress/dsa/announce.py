@@ -20,8 +20,8 @@ def announce_mtp_shapes(metadata: Any, run_type: str, batch_size: int, seq_len_q
 
     In serving the executor calls ``update_spec_dec_param()``; the layer-wise benchmark did not,
     so ``kv_lens_cuda_2d`` stayed one column wide and DeepGEMM aborted. The guard is
-    ``hasattr(metadata, "kv_lens_cuda_2d")``: that attribute exists on DSA metadata only, whereas
-    ``update_spec_dec_param`` is on the base class and, on the dense TRT-LLM backend, sets
+    whether the metadata has a ``kv_lens_cuda_2d`` attribute: it exists on DSA metadata only,
+    whereas ``update_spec_dec_param`` is on the base class and, on the dense TRT-LLM backend, sets
     ``max_total_draft_tokens`` (a kernel-selection input). Spec decoding and tree modes stay off:
     only the shapes are wanted.
 

@@ -246,8 +246,8 @@ def check_dense_untouched(before: dict[str, Any], metadata: Any) -> list[Violati
         Violation(
             "announcement_scope",
             f"{type(metadata).__name__} (non-DSA) had {', '.join(changed)} changed by an MTP "
-            "shape announcement; it reaches kernel selection. Guard the call with "
-            "hasattr(metadata, 'kv_lens_cuda_2d')",
+            "shape announcement; it reaches kernel selection. Make the call only on metadata "
+            "that has kv_lens_cuda_2d (DSA)",
             {"changed": changed, "backend": type(metadata).__name__},
         )
     ]

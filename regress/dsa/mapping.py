@@ -29,8 +29,9 @@ def build_req_idx_per_token(
 
     Token ``t`` belongs to the first request whose inclusive cumulative length exceeds ``t``,
     which is exactly ``searchsorted(cumsum(seq_lens), t, right=True)``. Unlike the host-side
-    ``repeat_interleave(arange(num_seqs), seq_lens)`` it replaces, this has an output shape fixed
-    by ``num_tokens`` (a Python int known at capture time), needs no host sync, and handles
+    ``repeat_interleave`` of the request indices by ``seq_lens`` that it replaces, this has an
+    output shape fixed by ``num_tokens`` (a Python int known at capture time), needs no host sync,
+    and handles
     zero-length rows and every layout: all-ones decode, ``1 + K`` verify chunks, mixed
     context/generation batches and tree drafts alike. That is why it can run inside a captured
     CUDA graph on every draft step instead of being cached from ``prepare()``.

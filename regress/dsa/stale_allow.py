@@ -2,12 +2,13 @@
 
 The stale-state oracle (:mod:`regress.dsa.staleness`) reports every field whose incremental value
 differs from its from-scratch value. A field leaves that report only by a row here, one field per
-row (never a pattern), each with the upstream reason and the upstream line that shows it, read in
-the commit named. A row may be limited to checkpoint kinds (``draft_step`` covers
+row (never a pattern), each with the upstream reason and the upstream place that shows it (file,
+commit or stored id, method, and in our own words what that code does; never upstream's code),
+read in the commit named. A row may be limited to checkpoint kinds (``draft_step`` covers
 ``draft_step_<i>``, ``f2:draft_step_<i>`` and ``draft_step_<i>@update_for_spec_dec#2``: a label's
 kind is what follows its last colon, before an ``@`` (the caller's own call), without the step
-number) and to metadata classes. Rows were decided with the upstream code in hand; candidate upstream defects
-are never rows: they are written up in ``docs/findings.md``.
+number) and to metadata classes. Rows were decided with the upstream code in hand; candidate
+upstream defects are never rows: they are written up in ``docs/findings.md``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class Allowed:
 _C_META = "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py @ d3d4066f"
 _C_TRTLLM = "tensorrt_llm/_torch/attention/backends/trtllm.py @ 017aa0ca"
 _C_INDEXER = "tensorrt_llm/_torch/attention/backends/sparse/dsa/indexer.py @ 0b228a79"
-#: Upstream's own list of the host tensors prepare() owns ("persistent CPU storage that prepare
-#: ... rewrites before a non-blocking H2D copy, or exposes as a host runtime view").
+#: Upstream's own list of the host tensors prepare() owns: pinned host buffers that prepare()
+#: refills before copying them to the device without blocking, or hands out as host runtime views.
 _STAGE = (
     "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py, stored id 57530523289: "
     "_PREPARE_HOST_STAGE_FIELDS"
@@ -93,8 +94,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "host snapshot of cached + new (+ num_extra_kv_tokens) lengths, read only inside "
         "prepare() (the max_kv_len assert and the block-offset width); kernels read kv_lens_cuda, "
         "which the draft loop advances; upstream lists it as prepare-owned host staging",
-        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self.kv_lens[:self.num_seqs].copy_(kv_lens "
-        f"+ self.kv_cache_params.num_extra_kv_tokens)`; {_STAGE}",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (copies each request's kv length plus the "
+        f"extra kv tokens into the first num_seqs entries of kv_lens); {_STAGE}",
         _DRAFT,
     ),
     *(
@@ -104,7 +105,8 @@ ALLOWED: tuple[Allowed, ...] = (
             "state the draft loop keeps for its restore, which a fresh object outside a draft "
             "loop does not hold",
             "tensorrt_llm/_torch/attention/backends/interface.py @ 1262edbc: "
-            "AttentionMetadata.prepare_for_spec_dec `self._saved_tensors[f] = v`",
+            "AttentionMetadata.prepare_for_spec_dec (saves each named field's tensor into "
+            "_saved_tensors under the field's name)",
             ("draft_begin", "draft_step"),
         )
         for name in ("_seq_lens", "_seq_lens_cuda")
@@ -114,8 +116,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "the reference mirrors' copy of the executor's per-forward input "
         "kv_cache_params.num_cached_tokens_per_seq (upstream holds it in an object the oracle "
         "does not compare): read only by prepare(); the draft loop advances kv_lens_cuda instead",
-        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `cached_token_lens = torch.tensor("
-        "self.kv_cache_params.num_cached_tokens_per_seq, ...)`",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (builds a local cached_token_lens tensor "
+        "from kv_cache_params.num_cached_tokens_per_seq)",
         _DRAFT,
     ),
     Allowed(
@@ -124,48 +126,49 @@ ALLOWED: tuple[Allowed, ...] = (
         "forward's lengths; by upstream's design a spec-dec sub-step advances only the device "
         "view: its own test asserts kv_lens_runtime keeps the snapshot while "
         "kv_lens_cuda_runtime moves on (see docs/findings.md, 'reviewed, not filed')",
-        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self._bind_runtime_views(... "
-        "kv_lens=kv_lens[:self.num_seqs] ...)`; tests/unittest KV-cache-compression attention "
-        "test, stored id 60342322228: test_native_spec_update_refreshes_device_domain_once",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (hands the first num_seqs host kv "
+        "lengths to _bind_runtime_views as the kv_lens view); tests/unittest "
+        "KV-cache-compression attention test, stored id 60342322228: "
+        "test_native_spec_update_refreshes_device_domain_once",
         _DRAFT,
     ),
     Allowed(
         "host_total_kv_lens",
         "host totals [context, generation] of the target forward, a host runtime view like "
         "kv_lens_runtime; sub-steps move only the device lengths",
-        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare `self.host_total_kv_lens[1] = "
-        f"kv_lens[self.num_contexts:self.num_seqs].sum().item()`; {_STAGE}",
+        f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (stores the summed kv lengths of the "
+        f"generation requests as the second entry of host_total_kv_lens); {_STAGE}",
         _DRAFT,
     ),
     _staging(
         "host_gen_cached_token_indptr",
-        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens "
-        "`torch.cumsum(..., out=self.gen_cached_token_indptr[1 : self.num_generations + 1])`",
+        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens (writes the running sum of "
+        "the generation requests' cached lengths straight into the device gen_cached_token_indptr)",
     ),
     _staging(
         "host_gen_kv_indptr",
-        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens "
-        "`torch.cumsum(..., out=self.gen_kv_indptr[1 : self.num_generations + 1])`",
+        f"{_C_META}: prepare_for_mla_rope_append; on_update_kv_lens (writes the running sum of "
+        "the generation requests' kv lengths straight into the device gen_kv_indptr)",
     ),
     _staging(
         "host_slot_mapping_fp8",
-        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens "
-        "`self.slot_mapping_fp8[: self.num_tokens] = fp8_indices`",
+        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens (stores "
+        "the recomputed fp8 slot indices in the device slot_mapping_fp8, one per token)",
     ),
     _staging(
         "host_slot_mapping_scale",
-        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens "
-        "`self.slot_mapping_scale[: self.num_tokens] = scale_indices`",
+        f"{_C_INDEXER}: Indexer.recompute_slot_mappings; {_C_META}: on_update_kv_lens (stores "
+        "the recomputed scale slot indices in the device slot_mapping_scale, one per token)",
     ),
     _staging(
         "host_req_idx_per_token",
-        f"{_C_META}: prepare_for_indices_conversion; on_update_kv_lens "
-        "`self.req_idx_per_token[: self.num_tokens] = build_req_idx_per_token(...)`",
+        f"{_C_META}: prepare_for_indices_conversion; on_update_kv_lens (rebuilds the device "
+        "req_idx_per_token with build_req_idx_per_token, one entry per token)",
     ),
     _staging(
         "kv_lens_expanded_host",
-        f"{_C_META}: prepare_for_spec_decode; on_update_kv_lens "
-        "`self.kv_lens_expanded_cuda[:num_tokens] = (...)`",
+        f"{_C_META}: prepare_for_spec_decode; on_update_kv_lens (refills the device "
+        "kv_lens_expanded_cuda, one entry per token)",
     ),
     _staging("host_block_table_expanded", f"{_C_META}: _refresh_expanded_block_table"),
     Allowed(
@@ -173,8 +176,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "read only when the indexer runs the expanded path, i.e. next_n > 1; every draft step "
         "has next_n == 1 and reads indexer_k_cache_block_offsets instead; the next prepare() "
         "rebuilds it",
-        f"{_C_INDEXER}: Indexer.sparse_attn_indexer `if not metadata.use_expanded_buffers_for_mtp "
-        "or next_n == 1:` (block_table = metadata.indexer_k_cache_block_offsets[...])",
+        f"{_C_INDEXER}: Indexer.sparse_attn_indexer (unless use_expanded_buffers_for_mtp is set "
+        "and next_n exceeds 1, it takes its block table from indexer_k_cache_block_offsets)",
         _DRAFT,
     ),
     Allowed(
@@ -184,37 +187,38 @@ ALLOWED: tuple[Allowed, ...] = (
         "later generation-only forward keeps the binding (an alias whose values follow "
         "slot_mapping_fp8) without reading it",
         f"{_C_INDEXER}: Indexer.recompute_context_kv_gather_mappings; Indexer.sparse_attn_indexer "
-        "`indexer_k_cache_gather_op(..., metadata.slot_mapping_fp8_fullkv, ...)` under "
-        "`if has_prefill`",
+        "(passes slot_mapping_fp8_fullkv to indexer_k_cache_gather_op only on its has_prefill "
+        "branch)",
     ),
     Allowed(
         "slot_mapping_scale_fullkv",
         "the scale twin of slot_mapping_fp8_fullkv: read only by the context prefill gather",
-        f"{_C_INDEXER}: Indexer.sparse_attn_indexer `indexer_k_cache_gather_op(..., "
-        "metadata.slot_mapping_scale_fullkv, ...)` under `if has_prefill`",
+        f"{_C_INDEXER}: Indexer.sparse_attn_indexer (passes slot_mapping_scale_fullkv to "
+        "indexer_k_cache_gather_op only on its has_prefill branch)",
     ),
     Allowed(
         "max_ctx_seq_len",
         "context-only host counter of the target forward; every reader is on the context path "
         "and num_contexts is 0 in every draft step (update_for_spec_dec resets the two context "
         "counters the generation path reads, max_ctx_kv_len and num_ctx_cached_tokens)",
-        f"{_C_META}: prepare_for_mla_rope_append `self.max_ctx_seq_len = "
-        "self.seq_lens[: self.num_contexts].max().item()`; update_for_spec_dec",
+        f"{_C_META}: prepare_for_mla_rope_append (sets max_ctx_seq_len to the longest context "
+        "request's new length); update_for_spec_dec",
         _DRAFT,
     ),
     Allowed(
         "num_ctx_mla_kv_tokens",
-        "context-only host counter: read only by the NVFP4 context path (`not is_generation`)",
+        "context-only host counter: read only by the NVFP4 context path (when the forward is not "
+        "a generation one)",
         f"{_C_META}: prepare_for_mla_rope_append; DSA sparse MLA NVFP4 context gather, stored id "
-        "57842311440: `total_kv_tokens = metadata.num_ctx_mla_kv_tokens`",
+        "57842311440 (takes its total kv token count from num_ctx_mla_kv_tokens)",
         _DRAFT,
     ),
     Allowed(
         "num_ctx_kv_tokens",
-        "context-only host counter: read only under `has_prefill` by the indexer's single-pass "
-        "prefill",
-        f"{_C_INDEXER}: Indexer.prepare `metadata.num_ctx_kv_tokens = ...`; "
-        "Indexer.sparse_attn_indexer `elif metadata.num_ctx_kv_tokens == 0:`",
+        "context-only host counter: read only on the has_prefill branch by the indexer's "
+        "single-pass prefill",
+        f"{_C_INDEXER}: Indexer.prepare (sets num_ctx_kv_tokens); Indexer.sparse_attn_indexer "
+        "(branches on num_ctx_kv_tokens being zero)",
         _DRAFT,
     ),
     # seen only when upstream's own worker drives the loop (issue 19's real tree N-v4:
@@ -225,8 +229,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "an input of the caller, not state prepare() derives from the layout (a fresh object "
         "holds what the announcement set)",
         "tensorrt_llm/_torch/speculative/eagle3.py, stored id 51981746824: "
-        "Eagle3OneModelWorker.forward `attn_metadata.use_spec_decoding = False` in the draft "
-        "loop, `attn_metadata.use_spec_decoding = True` after it",
+        "Eagle3OneModelWorker.forward (turns use_spec_decoding off on the attention metadata "
+        "for the draft loop and back on after it)",
         _DRAFT,
     ),
     Allowed(
@@ -234,8 +238,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "which slot of prepare()'s ring of pinned host staging buffers the last prepare() used: "
         "it advances on every prepare() by design, so an object that prepared twice holds "
         "another slot than a fresh one that prepared once",
-        f"{_STAGE}, `_acquire_prepare_host_stage_slot` `slot = (self._prepare_host_stage_slot + 1) "
-        "% len(ring)`",
+        f"{_STAGE}, _acquire_prepare_host_stage_slot (moves _prepare_host_stage_slot on by one, "
+        "wrapping around the ring)",
     ),
     # DeepSeek-V4 (decided on its metadata @ 5ca7a947 over the era-C DSA files above)
     Allowed(
@@ -243,10 +247,11 @@ ALLOWED: tuple[Allowed, ...] = (
         "the target forward's cached lengths, copied in prepare() for its own index build and the "
         "compressor's context (prefill) path, both reading [:num_contexts] or running in "
         "prepare(); on_update_kv_lens() derives the draft step's positions from kv_lens_cuda "
-        "instead (`cached_tokens = kv_lens - seq_lens`) and a draft step has no context request",
-        f"{_V4}: prepare `self.cached_token_lens_cuda[:num_requests].copy_(...)`, "
-        f"on_update_kv_lens `cached_tokens = kv_lens - seq_lens`; {_V4_COMPRESSOR}: "
-        "`metadata.cached_token_lens_cuda[:num_contexts]` under `if num_contexts > 0`",
+        "instead (kv lengths less new lengths) and a draft step has no context request",
+        f"{_V4}: prepare (copies the requests' cached lengths into cached_token_lens_cuda), "
+        f"on_update_kv_lens (cached tokens from kv lengths less new lengths); {_V4_COMPRESSOR}: "
+        "reads the context requests' slice of cached_token_lens_cuda only when there are "
+        "context requests",
         _DRAFT,
         _V4_CLASS,
     ),
@@ -254,7 +259,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "cached_token_lens_cpu",
         "host staging of cached_token_lens_cuda: written by prepare() and copied to the device "
         "buffer; nothing reads it after prepare()",
-        f"{_V4}: prepare `self.cached_token_lens_cpu[:num_requests] = torch.tensor(...)`",
+        f"{_V4}: prepare (fills cached_token_lens_cpu with the requests' cached lengths)",
         _DRAFT,
         _V4_CLASS,
     ),
@@ -262,8 +267,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "cu_seq_lens",
         "host staging of cu_seq_lens_cuda, which on_update_kv_lens() rebuilds on the device "
         "(_compute_token_positions); nothing reads the host copy after prepare()",
-        f"{_V4}: prepare `self.cu_seq_lens[1 : num_requests + 1] = self.seq_lens.cumsum(0)`; "
-        "_compute_token_positions `cu_seq_lens_buf[: batch_size + 1] = ...`",
+        f"{_V4}: prepare (fills the host cu_seq_lens with the running sum of seq_lens); "
+        "_compute_token_positions (rewrites the device cu_seq_lens buffer)",
         _DRAFT,
         _V4_CLASS,
     ),
@@ -272,12 +277,12 @@ ALLOWED: tuple[Allowed, ...] = (
         for name, where in (
             (
                 "num_total_compressed_tokens",
-                "prepare `self.num_total_compressed_tokens[compress_ratio] = ...` (not in "
-                f"on_update_kv_lens); {_V4_COMPRESSOR}: `compressed_mask_cuda[...][:total_tokens]`",
+                "prepare sets num_total_compressed_tokens per compress ratio (on_update_kv_lens "
+                f"does not); {_V4_COMPRESSOR}: bounds its compressed_mask_cuda slice by it",
             ),
             (
                 "max_ctx_compressed_tokens",
-                f"prepare; {_V4_COMPRESSOR}: context compress `max_ctx_comp_kv_lens`",
+                f"prepare; {_V4_COMPRESSOR}: context compress (its max_ctx_comp_kv_lens)",
             ),
         )
         for ratio in _V4_RATIOS
@@ -288,8 +293,8 @@ ALLOWED: tuple[Allowed, ...] = (
             "prepare()'s host context output sizes, cached for on_update_kv_lens(), which hands "
             "them to _compute_ctx_compressed_position_ids only when num_contexts > 0; a draft "
             "step has no context request",
-            f"{_V4}: prepare `self._ctx_output_sizes = ctx_output_sizes`; "
-            "prepare_compressed_kv_metadata `if num_contexts > 0:`",
+            f"{_V4}: prepare (keeps the context output sizes in _ctx_output_sizes); "
+            "prepare_compressed_kv_metadata (uses them only when there are context requests)",
             _DRAFT,
             _V4_CLASS,
         )
@@ -302,8 +307,8 @@ ALLOWED: tuple[Allowed, ...] = (
             "prepare() calls TrtllmAttentionMetadata.prepare() and never DSA's, so a fresh object "
             "never holds it; nothing on V4's forward path reads it (the first forward of a fresh "
             "object would raise AttributeError)",
-            f"{_V4}: prepare `TrtllmAttentionMetadata.prepare(self)`; {_C_META}: "
-            f"update_for_spec_dec `self.{name} = ...`",
+            f"{_V4}: prepare (calls TrtllmAttentionMetadata.prepare directly); {_C_META}: "
+            f"update_for_spec_dec (sets {name})",
             ("prepare", "draft_begin"),
             _V4_CLASS,
         )

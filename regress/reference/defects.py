@@ -79,10 +79,10 @@ DEFECTS: dict[str, Defect] = {
         ),
         Defect(
             "method_hasattr_guard",
-            "the shape announcement is guarded by hasattr(metadata, 'update_spec_dec_param'), "
-            "which every backend has, so non-DSA metadata gets max_total_draft_tokens set.",
-            "the first revision of PR #17247, before review narrowed the guard to "
-            "hasattr(metadata, 'kv_lens_cuda_2d')",
+            "the shape announcement is made whenever the metadata has an update_spec_dec_param "
+            "method, which every backend has, so non-DSA metadata gets max_total_draft_tokens set.",
+            "the first revision of PR #17247, before review narrowed the guard to metadata that "
+            "has kv_lens_cuda_2d",
             "non-DSA layer-wise runs at seq_len_q > 1 silently select another attention kernel",
             (CONTRACTS,),
         ),
@@ -102,8 +102,8 @@ DEFECTS: dict[str, Defect] = {
             "index share stashes each request's last padded row of draft step 0, so under "
             "partial acceptance draft steps 1..K-1 attend a top-k chosen on the target's "
             "rejected branch, pointing at stale rejected-branch KV after the kv-lens rewind.",
-            "TensorRT-LLM PR #15806 (DSA MTP indexer top-k sharing), review of the stash "
-            "topk_indices_buffer[...][next_n - 1::next_n]; QSA follow-up PR #19138",
+            "TensorRT-LLM PR #15806 (DSA MTP indexer top-k sharing), review of the stash (every "
+            "next_n-th row of topk_indices_buffer from row next_n - 1); QSA follow-up PR #19138",
             "conditional acceptance decays faster with depth wherever acceptance is partial, at "
             "every batch size; no effect when every draft is accepted",
             ("baseline",),

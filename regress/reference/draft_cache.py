@@ -11,10 +11,10 @@ copy it into a throwaway history and plant a defect by editing one line, as a re
   ``DSACacheManager``) MTP accepts no draft token at all, acceptance length 1.0. The replay: the
   V1 mask covers the target's layers only, so the draft layer owns no indexer pool.
 * Which row of a request draft step 0 stashes for index share. PR #15806 (DSA MTP indexer top-k
-  sharing) stashes ``topk_indices_buffer[...][next_n - 1::next_n]``, each request's last padded
-  row; its review (and the QSA follow-up #19138) points out that under partial acceptance that row
-  sits on the target's rejected branch, and after the kv-lens rewind its indices point at stale
-  rejected-branch KV. The right row is the last accepted one.
+  sharing) stashes every ``next_n``-th row of ``topk_indices_buffer`` from row ``next_n - 1``,
+  each request's last padded row; its review (and the QSA follow-up #19138) points out that under
+  partial acceptance that row sits on the target's rejected branch, and after the kv-lens rewind
+  its indices point at stale rejected-branch KV. The right row is the last accepted one.
 * How many blocks the indexer pool has. TensorRT-LLM issue #18660: with KV cache manager V2 the
   DSA indexer (draft) cache pool is not part of admission, and exhausting it aborts the engine.
   The replay: the pool is sized for a warm-up batch instead of the scheduler's batch, and

@@ -7,8 +7,9 @@ runs, per iteration, the sequence of the upstream executor and one-model MTP-Eag
 ``update_spec_dec_param()``, ``prepare()``, the target
 forward verifying ``1 + K`` tokens per generation request, greedy acceptance of the longest
 matching draft prefix, draft step 0 on the target layout, the collapse to one token per request
-(``seq_lens.fill_(1)``, ``on_update()``, kv lens rewound, ``update_for_spec_dec()``), then draft
-steps ``1..K-1`` (captured in a CUDA graph per padded batch size on CUDA; see ``graphs.py``).
+(every ``seq_lens`` entry set to 1, ``on_update()``, kv lens rewound, ``update_for_spec_dec()``),
+then draft steps ``1..K-1`` (captured in a CUDA graph per padded batch size on CUDA; see
+``graphs.py``).
 """
 
 from __future__ import annotations

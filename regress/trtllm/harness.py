@@ -2,11 +2,12 @@
 
 Upstream's acceptance-length hook is ``accuracy_core.assert_acceptance_length_for_llm(test_key,
 llm)`` (code index stored id 65782959872): after ``task.evaluate(llm)`` it sums the iteration
-stats the LLM holds (``compute_acceptance_length``: ``llm.get_stats(timeout=2)``, iterations
-with ``numDraftTokens > 0``, ``(accepted + requests) / requests``) and asserts ``AL >= min_al``
-from ``references/acceptance_length.yaml``. It runs K >= 2 at batch > 1 on DSA but never looks at
-the batch size or the draft depth. :func:`assert_acceptance_sweep_for_llm` has the same shape and
-goes in the same place; on the same ``LLM`` it
+stats the LLM holds (``compute_acceptance_length`` polls ``llm.get_stats`` with a 2 s timeout,
+keeps the iterations that drafted tokens and divides accepted tokens plus requests by requests)
+and asserts that AL is at least ``min_al`` from ``references/acceptance_length.yaml``. It runs
+K >= 2 at batch > 1 on DSA but never looks at the batch size or the draft depth.
+:func:`assert_acceptance_sweep_for_llm` has the same shape and goes in the same place; on the same
+``LLM`` it
 
 1. drains the stats the LLM holds and, given upstream's YAML, applies upstream's key to them:
    that is upstream's workload, the only one upstream's figure gates;

@@ -94,7 +94,7 @@ class ModelCase:
         """Upstream's ``LlmSpec`` fields on a GPU of compute capability ``sm`` (None: unknown).
 
         The SM 100/103 settings apply to exactly those parts, as upstream's test switches on
-        ``get_sm_version() == 100 or get_sm_version() == 103`` (SM120 keeps the others).
+        an SM version of exactly 100 or 103 (SM120 keeps the others).
         """
         chosen = dict(self.options)
         if in_sm100_family(sm):

@@ -9,14 +9,14 @@ is ``DSAtrtllmAttentionMetadata.use_expanded_buffers_for_mtp``, set in
 * after PR #18383 (DSA metadata, code index stored id 57530523289): expanded for ragged
   verification or ``max_draft_tokens > 1`` on sm90, native everywhere else, so on Blackwell
   the ``kv_lens_cuda_2d`` width contract holds for every MTP depth;
-* before it (e.g. stored ids 57359920227, 3757031829): expanded for ``max_draft_tokens > 1``
-  on sm90 and for ``max_draft_tokens == 2 or > 3`` on sm100+ (native ``next_n`` 1/2/4 only);
+* before it (e.g. stored ids 57359920227, 3757031829): expanded for more than one draft token
+  on sm90 and for 2 or more than 3 draft tokens on sm100+ (native ``next_n`` 1/2/4 only);
 * the CuTe DSL paged-MQA path never uses the MTP expansion.
 
 Both eras expand on sm90 for K > 1 (the sm90 kernel takes ``next_n`` 1 or 2), which is what
 :func:`check_arch_buffers` holds every build to; :func:`check_width` holds whichever buffer set
-is in use to the shape of the batch. The sm90 rule follows upstream's own comment ("sm90 still
-lacks native MTP support (seq_len 1/2 only)", with a TODO to drop the branch): revisit it when
+is in use to the shape of the batch. The sm90 rule follows upstream's own comment (sm90 has no
+native MTP support beyond sequence lengths 1 and 2, with a TODO to drop the branch): revisit it when
 upstream's sm90 paged-MQA path takes a larger ``next_n``.
 """
 

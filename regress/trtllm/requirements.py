@@ -20,8 +20,8 @@ DEFAULT_FALLBACK_ROOTS: tuple[str, ...] = (
 HOPPER = 90
 BLACKWELL = 100
 #: The datacenter Blackwell parts (sm100 B200/GB200, sm103 B300/GB300). Upstream's
-#: ``TestDeepSeekV32::test_fp8_blockscale`` switches to its Blackwell settings only for
-#: ``get_sm_version() == 100 or get_sm_version() == 103``; SM120/121 keep the Hopper settings
+#: ``TestDeepSeekV32::test_fp8_blockscale`` switches to its Blackwell settings only when
+#: ``get_sm_version`` reports exactly 100 or 103; SM120/121 keep the Hopper settings
 #: (``tests/integration/defs/accuracy/test_llm_api_pytorch.py`` @ 000b1b9b). ``sm >= 100`` is not
 #: that set.
 SM100_FAMILY: tuple[int, ...] = (100, 103)

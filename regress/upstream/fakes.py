@@ -17,9 +17,10 @@ OWN_STRIDE = 100
 class FakeKVCacheManager:
     """The attributes and methods of the C++ KV-cache manager the DSA metadata reads.
 
-    Offsets follow the C++ ``setOffsets`` encoding quoted in upstream ``_get_pool_block_indices``
-    (``metadata.py`` @ e5c90626): ``encoded = pool_block_index * num_layers * kv_factor`` with
-    ``kv_factor = 1`` (SELFKONLY). Every call is recorded in :attr:`calls`.
+    Offsets follow the C++ ``setOffsets`` encoding that upstream's ``_get_pool_block_indices``
+    (``metadata.py`` @ e5c90626) describes: the encoded offset is the pool block index times
+    ``num_layers`` times ``kv_factor``, with a ``kv_factor`` of 1 (SELFKONLY). Every call is
+    recorded in :attr:`calls`.
     """
 
     kv_factor = 1

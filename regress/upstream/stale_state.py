@@ -43,8 +43,8 @@ _REPO = Path(__file__).resolve().parents[2]
 #: The compress ratios of the DeepSeek-V4 layers run: a CSA layer (compressed by 4, the indexed
 #: one), an HCA layer (by 128) and a sliding-window-only layer last, every ratio upstream supports
 #: (``sparse/deepseek_v4/metadata.py`` @ 5ca7a947, ``__post_init__`` ``_supported_ratios``). The
-#: last is the MTP layer's, which upstream keeps sliding-window-only ("Current DSv4 MTP layers are
-#: SWA-only", ``_init_draft_sparse_buffers``).
+#: last is the MTP layer's, which upstream keeps sliding-window-only (as the comment in
+#: ``_init_draft_sparse_buffers`` says).
 V4_RATIOS = (4, 128, 1)
 
 

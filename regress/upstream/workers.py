@@ -10,17 +10,19 @@ draft-loop method holds the loop is read from the class too: ``_forward_impl`` w
 always entered through ``forward`` (``nn.Module.__call__``), as the model calls it.
 
 Read from upstream: ``Eagle3OneModelWorker`` / ``MTPEagleWorker`` (``eagle3.py`` stored id
-51981746824: built with ``spec_config`` whose ``spec_dec_mode.is_mtp_eagle_one_model()`` picks the
-mode; the draft loop calls ``draft_model.mtp_layers[0](embed_tokens=..., **inputs)`` and
-``.shared_head(...)`` for MTP-Eagle, ``draft_model.model(**inputs)`` -> ``(hidden, to_save)``,
-``apply_eagle3_fc`` and ``logits_processor`` for Eagle3), ``DraftTargetOneModelWorker``
-(``draft_target.py`` stored ids 46805581091 and 56138054636: ``draft_model.model(**inputs)`` ->
-hidden, ``logits_processor``) and the vanilla ``MTPWorker`` (``mtp.py`` @ 23ee85ee: every
-``draft_model.mtp_layers[i]`` in turn, ``shared_head(h, lm_head, attn_metadata)`` -> last-token
-logits). The target logits are built so that upstream's own strict acceptance
-(``_sample_and_accept_draft_tokens_base``: argmax, ``cumprod(draft == target)``) accepts the
-count regress planned per request; the worker's returned ``new_tokens_lens`` is compared with the
-plan, so a pattern that did not take effect is a driver error, never a silent pass.
+51981746824: built with a ``spec_config`` whose ``spec_dec_mode`` says whether it is the
+one-model MTP-Eagle mode; for MTP-Eagle the draft loop calls the first of
+``draft_model.mtp_layers`` with ``embed_tokens`` and the step's inputs, then its ``shared_head``;
+for Eagle3 it calls ``draft_model.model``, which returns the hidden states and the ones to save,
+then ``apply_eagle3_fc`` and ``logits_processor``), ``DraftTargetOneModelWorker``
+(``draft_target.py`` stored ids 46805581091 and 56138054636: ``draft_model.model`` gives the
+hidden states, then ``logits_processor``) and the vanilla ``MTPWorker`` (``mtp.py`` @ 23ee85ee:
+each of ``draft_model.mtp_layers`` in turn, its ``shared_head`` giving last-token logits). The
+target logits are built so that upstream's own strict acceptance
+(``_sample_and_accept_draft_tokens_base``: argmax, then the leading run of drafts equal to the
+target) accepts the count regress planned per request; the worker's returned ``new_tokens_lens``
+is compared with the plan, so a pattern that did not take effect is a driver error, never a
+silent pass.
 """
 
 from __future__ import annotations

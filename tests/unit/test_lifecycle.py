@@ -83,7 +83,7 @@ def test_restore_brings_back_the_target_layout_and_its_counts():
 
 
 def test_kv_lens_rewound_by_rejected_drafts_and_stepped():
-    """eagle3.py: gens -= K - num_accepted (bonus counted), contexts += 1, then +1 per step."""
+    """eagle3.py: generations rewound by rejected drafts (bonus counted), contexts +1; +1 a step."""
     kv = {}
 
     def observer(event, md):

@@ -81,7 +81,7 @@ def test_non_dsa_metadata_must_keep_max_total_draft_tokens_unset():
     untouched = ShapeResult("dense", 32, 4)
     check_metadata(DenseMetadata(), untouched)
     assert untouched.violations == [] and untouched.max_total_draft_tokens is None
-    # The rejected hasattr(metadata, "update_spec_dec_param") guard announced to every backend.
+    # The rejected guard (on the update_spec_dec_param method) announced to every backend.
     announced = ShapeResult("dense", 32, 4)
     check_metadata(DenseMetadata(max_total_draft_tokens=3), announced)
     assert [v["check"] for v in announced.violations] == ["announcement_scope"]
