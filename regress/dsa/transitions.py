@@ -10,15 +10,15 @@ restores without ``num_contexts``) and ``speculative/interface.py`` ``SpecWorker
 (``_update_kv_after_first_draft_step``, ``_update_kv_for_chained_draft_step``, stored id
 56138054636):
 
-* :func:`save_layout` before draft step 0 (``_prepare_attn_metadata_for_spec_dec``:
-  ``prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")``);
-* :func:`collapse` after step 0's forward (``_seq_lens[:bs].fill_(1)``, ``_seq_lens_cuda[:bs]
-  .fill_(1)``, ``on_update()``, with a KV cache ``host_request_types[:num_contexts].fill_(1)``
-  and ``num_contexts = 0``, the kv-lens rewind);
-* :func:`advance` after every step's forward, step 0 included (``kv_lens_cuda[:bs] += 1``,
-  ``update_for_spec_dec()``): the last one prepares a step that never runs, as upstream's does;
+* :func:`save_layout` before draft step 0 (``_prepare_attn_metadata_for_spec_dec``: the metadata
+  saves its host and device seq lens through ``prepare_for_spec_dec``);
+* :func:`collapse` after step 0's forward (both seq-lens buffers set to one token per request,
+  ``on_update()``, with a KV cache the contexts marked as generation requests and
+  ``num_contexts`` set to 0, the kv-lens rewind);
+* :func:`advance` after every step's forward, step 0 included (every kv length grows by one,
+  then ``update_for_spec_dec()``): the last one prepares a step that never runs, as upstream's does;
 * :func:`restore_layout` after the last step (``_restore_attn_metadata_from_spec_dec``:
-  ``restore_from_spec_dec()``, ``on_update()``; the newest restore also brings back
+  ``restore_from_spec_dec()`` then ``on_update()``; the newest restore also brings back
   ``num_contexts`` and ``host_request_types``, upstream's tests of the paired prepare/restore,
   stored ids 57444030939 and 57684039558).
 
@@ -41,7 +41,7 @@ class LoopOptions:
     """How a draft-loop caller saves and restores the layout: where callers differ, named.
 
     Attributes:
-        save: ``"swap"``, upstream's ``prepare_for_spec_dec("_seq_lens", "_seq_lens_cuda")``
+        save: ``"swap"``, upstream's ``prepare_for_spec_dec`` of the two seq-lens buffers
             (the loop writes clones, the restore swaps the originals back; by hand where the
             method is missing). ``"in_place"``: the loop writes the buffers themselves and the
             restore copies the saved values back, so no tensor changes address. A CUDA graph
@@ -111,9 +111,9 @@ def collapse(
     Lays the batch out as ``draft_seq_lens`` (default all ones), ``on_update()``, turns contexts
     into generations where there is a KV cache, and rewinds each generation request's
     ``kv_lens_cuda`` to the tokens it keeps (``K + 1`` verified, ``num_accepted`` kept).
-    Upstream writes the rewind and the first :func:`advance` as one statement,
-    ``kv[nc:bs] -= K - num_accepted[nc:]; kv[:nc] += 1`` (a context keeps every token); the
-    integer sum is the same, and the split lets a caller capture the advance in a CUDA graph.
+    Upstream does the rewind and the first :func:`advance` in one step (generation requests lose
+    their rejected drafts, contexts grow by one: a context keeps every token); the integer
+    result is the same, and the split lets a caller capture the advance in a CUDA graph.
     """
     import torch
 

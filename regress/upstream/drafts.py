@@ -118,14 +118,14 @@ class FakeSpecMetadata:
 
 
 class FakeDraftLayer:
-    """One MTP layer: ``layer(embed_tokens=..., input_ids=..., hidden_states=..., ...)``."""
+    """One MTP layer, called with the embedding, the input ids, the hidden states and the rest."""
 
     def __init__(self, model: FakeDraftModel, index: int) -> None:
         self.model = model
         self.index = index
 
     def __call__(self, **inputs: Any) -> Any:
-        """Called with keywords only, as every worker does (``layer(embed_tokens=..., **inputs)``)."""
+        """Called with keywords only, as every worker calls its draft layers."""
         return self.model.forward_inputs(inputs)
 
     def shared_head(

@@ -9,10 +9,10 @@ and a buffer, not a class; here it is applied to every map an object has, after 
 * ``qsa_req_idx_per_token``: QSA (``.../sparse/qsa/``, read by ``QSAIndexer.update_cache_and_compress``,
   stored id 57436106669);
 * the ragged-verification row maps (``attention_backend/sparse/dsa/metadata.py`` stored id
-  57530523289): ``row_req_idx_cuda[:rows]`` maps each verification row to its generation request
-  (``_prepare_ragged_row_kv_lens``: ``[g] * ragged_verify_lens[g]``) and
-  ``attn_row_req_idx_cuda[:contexts + rows]`` to its request (``arange(contexts)`` then
-  ``row_req_idx + contexts``, ``_prepare_token_major_gen_rows``). They describe the verify
+  57530523289): ``row_req_idx_cuda`` maps each verification row to its generation request
+  (``_prepare_ragged_row_kv_lens``: request ``g`` repeated once per verification row it has) and
+  ``attn_row_req_idx_cuda`` maps contexts and rows to their requests (the contexts first, in
+  order, then the row map shifted past them; ``_prepare_token_major_gen_rows``). They describe the verify
   layout only, so they are judged where the generation ``seq_lens`` are ``ragged_verify_lens``.
 
 The DSA-family classes of a tree are found by reading files (no import): every ``metadata.py``
