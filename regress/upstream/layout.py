@@ -186,10 +186,16 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
     """
     package_dir = package_dir_of(Path(root))
     tried: list[str] = []
+    hints: list[str] = []
     for era in ERAS:
         file = package_dir / era.dsa_metadata
         tried.append(str(file))
         if era.package_init is not None and not (package_dir / era.package_init).is_file():
+            if _defines_class(file, DSA_METADATA_CLASS):  # the class is there, its package not
+                hints.append(
+                    f" {file} defines it, but era {era.name} loads it through its package and "
+                    f"{package_dir / era.package_init} is missing: restore that file."
+                )
             continue
         if not _defines_class(file, DSA_METADATA_CLASS):
             continue
@@ -214,6 +220,11 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
     raise TrtllmLayoutError(
         f"No {DSA_METADATA_CLASS} found under {package_dir}. Tried (newest era first): "
         + ", ".join(tried)
-        + ". The tree predates DSA or moved it again; mark this commit as skipped or extend "
-        "regress.upstream.layout.ERAS."
+        + "."
+        + (
+            "".join(hints)
+            if hints
+            else " The tree predates DSA or moved it again; mark this "
+            "commit as skipped or extend regress.upstream.layout.ERAS."
+        )
     )

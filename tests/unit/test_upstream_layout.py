@@ -219,3 +219,17 @@ def test_load_explains_an_unimportable_module(tmp_path):
     location = layouts.Location("no_such_pkg_for_regress.mod", tmp_path / "mod.py", "X")
     with pytest.raises(MissingDependencyError, match=r"Cannot import no_such_pkg_for_regress\.mod"):
         paths.load(location)
+
+
+def test_a_metadata_whose_package_init_is_missing_is_named_not_called_absent(tmp_path):
+    """An era-C tree without ``sparse/dsa/__init__.py`` used to be told "no
+    DSAtrtllmAttentionMetadata found" beside the very file that defines it (2026-12-02, on a
+    real tree assembled by hand); the error now names the missing package file."""
+    tree = make_tree(tmp_path, "C")
+    init = tree / "tensorrt_llm/_torch/attention/backends/sparse/dsa/__init__.py"
+    init.unlink()
+    with pytest.raises(layouts.TrtllmLayoutError) as err:
+        layouts.resolve_source_tree(tree)
+    message = str(err.value)
+    assert f"{init} is missing" in message and "defines it" in message
+    assert "predates DSA" not in message
