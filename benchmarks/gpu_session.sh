@@ -40,7 +40,12 @@ fi
 summary="$OUT/summary.txt"
 : >"$summary"
 
-wanted() { local s; for s in $STEPS; do [ "$s" = "$1" ] && return 0; done; return 1; }
+wanted() {  # no steps named: every step
+    [ -z "$STEPS" ] && return 0
+    local s
+    for s in $STEPS; do [ "$s" = "$1" ] && return 0; done
+    return 1
+}
 STEPS="$*"
 
 step() {  # step NAME TIMEOUT_S COMMAND...
@@ -59,14 +64,14 @@ step() {  # step NAME TIMEOUT_S COMMAND...
     uptime
 } >"$OUT/machine.txt" 2>&1
 
-if [ -z "$STEPS" ] || wanted gpu_tests; then
+if wanted gpu_tests; then
     step gpu_tests 240 $PY -m pytest -m gpu tests/integration \
         -q -rs -p no:cacheprovider --junitxml="$OUT/gpu.xml"
 fi
-if [ -z "$STEPS" ] || wanted unit_cuda; then
+if wanted unit_cuda; then
     step unit_cuda 420 $PY -m pytest tests/unit -n 12 -q -p no:cacheprovider
 fi
-if [ -z "$STEPS" ] || wanted accept; then
+if wanted accept; then
     for defect in none stale_req_idx no_accept_v1_cache_manager; do
         args=()
         [ "$defect" = none ] || args=(--defect "$defect")
@@ -74,7 +79,7 @@ if [ -z "$STEPS" ] || wanted accept; then
             --max-draft-len 4 "${args[@]}" --json "$OUT/accept_$defect.json"
     done
 fi
-if [ -z "$STEPS" ] || wanted engine_bench; then
+if wanted engine_bench; then
     step engine_bench 150 $PY benchmarks/reference_engine.py --device cuda --batch 1 8 32
 fi
 cat "$summary"

@@ -90,7 +90,8 @@ class DraftGraphs:
         # eager only at the iterations that captured. Upstream captures at start-up with dummy
         # requests, so its warm-up touches no live cache; here the live cache is put back.
         cache = run.draft_cache
-        saved_cache = [t.clone() for t in (cache.k, cache.v, cache.k_idx) if t is not None]
+        live = [t for t in (cache.k, cache.v, cache.k_idx) if t is not None]
+        saved_cache = [t.clone() for t in live]
         if self._side is None:  # one stream for every capture: its cuBLAS workspace persists
             self._side = torch.cuda.Stream(device=run.dev)
         side = self._side
@@ -109,7 +110,6 @@ class DraftGraphs:
         with torch.cuda.graph(graph, stream=side):
             outs = run.draft_steps(tokens, hidden)
         md.kv_lens_cuda.copy_(saved_kv)
-        live = [t for t in (cache.k, cache.v, cache.k_idx) if t is not None]
         for tensor, before in zip(live, saved_cache, strict=True):
             tensor.copy_(before)
         entry = _Captured(graph, tokens, hidden, outs)
