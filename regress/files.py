@@ -73,6 +73,28 @@ def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
     return target, not stat.S_ISREG(info.st_mode)
 
 
+def is_standard_output(path: str | os.PathLike[str] | None) -> bool:
+    """Whether an output path means standard output: ``-``, or a path on fd 1's open file.
+
+    ``/dev/stdout``, ``/proc/self/fd/1`` or the very file fd 1 is redirected to (same device and
+    inode) are standard output too. Written as a second descriptor they corrupt it: under
+    ``--json /dev/stdout > f`` the JSON is appended through its own descriptor while the summary,
+    written through fd 1 at offset 0, overwrites it. Treated as ``-``, the JSON goes alone
+    through fd 1 and the summary to stderr.
+    """
+    if path is None:
+        return False
+    if str(path) == STDOUT:
+        return True
+    if str(path) == "":
+        return False
+    try:
+        here, out = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):  # nothing there yet, or no fd 1 at all
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int = FILE_MODE) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 

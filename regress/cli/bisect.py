@@ -13,7 +13,7 @@ import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recip
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.options import FiniteFloat
-from regress.cli.output import emit
+from regress.cli.output import OUTPUT_FILE, emit
 from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
 
@@ -183,17 +183,23 @@ def _where(f):
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the result as JSON to FILE, or - for stdout.",
 )
 @click.option(
     "--junit",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write a JUnit report (a testcase per probed commit).",
 )
 @click.option(
-    "--markdown", default=None, metavar="FILE|-", help="Write a markdown summary for a PR comment."
+    "--markdown",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write a markdown summary for a PR comment.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
@@ -260,6 +266,7 @@ def run(**opts) -> None:
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the runs as JSON to FILE, or - for stdout.",
 )
@@ -287,6 +294,7 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the state as JSON to FILE, or - for stdout.",
 )

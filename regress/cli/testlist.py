@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from regress.cli.output import OUTPUT_FILE
+
 _DIR = click.option(
     "--dir",
     "directory",
@@ -58,7 +60,9 @@ def _write(doc: object, json_out: str) -> None:
     metavar="JSON",
     help="With --context: facts; a block testing a fact not given does not match.",
 )
-@click.option("--json", "json_out", metavar="FILE|-", help="Write JSON here ('-': stdout).")
+@click.option(
+    "--json", "json_out", type=OUTPUT_FILE, metavar="FILE|-", help="Write JSON here ('-': stdout)."
+)
 def show(
     directory: Path,
     stage_name: str | None,

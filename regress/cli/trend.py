@@ -10,7 +10,7 @@ import sys
 import click
 
 from regress.cli.options import FiniteFloatRange
-from regress.cli.output import emit
+from regress.cli.output import OUTPUT_FILE, emit
 from regress.errors import exit_codes_help
 from regress.files import STDOUT, check_output_path, output_errors
 
@@ -78,9 +78,21 @@ def add(
 @click.option(
     "--since", default=None, help="Only regressions first seen on or after this date alarm."
 )
-@click.option("--json", "json_out", default=None, metavar="FILE|-", help="Write the findings.")
 @click.option(
-    "--markdown", "md_out", default=None, metavar="FILE|-", help="Write an issue comment."
+    "--json",
+    "json_out",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write the findings.",
+)
+@click.option(
+    "--markdown",
+    "md_out",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write an issue comment.",
 )
 @click.option(
     "--bisect", "bisect", is_flag=True, help="Print the bisect command for each regression."
