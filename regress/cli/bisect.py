@@ -73,7 +73,26 @@ def _where(f):
     )(f)
 
 
-@bisect.command("run", help=RUN_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+class _ProbeCommand(click.Command):
+    """``bisect run``: an unknown option says where the probe command's own options go."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            exc.message = exc.message.rstrip(".") + (
+                "; if it is the probe's own option, put `--` before the probe command "
+                f"(regress bisect run ... -- CMD {exc.option_name})"
+            )
+            raise
+
+
+@bisect.command(
+    "run",
+    cls=_ProbeCommand,
+    help=RUN_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("--good", required=True, help="A revision without the problem (the older end).")
 @click.option("--bad", default="HEAD", show_default=True, help="A revision with the problem.")
 @_where
@@ -205,6 +224,7 @@ def _where(f):
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
     from regress.bisect.config import BisectConfig
+    from regress.bisect.preflight import preflight
     from regress.bisect.report import to_junit, to_markdown
     from regress.bisect.runner import parse_launcher
     from regress.bisect.session import run_bisect
@@ -245,6 +265,13 @@ def run(**opts) -> None:
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
         signature=opts["signature"],
+    )
+    # what the first probes would only find late (after four endpoint runs), found now
+    preflight(
+        repo=config.repo,
+        command=list(config.command),
+        launcher=list(config.launcher),
+        metric=config.metric,
     )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
         result = run_bisect(config, progress=None if opts["quiet"] else _render)
