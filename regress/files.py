@@ -163,6 +163,32 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.load(fh)
 
 
+def read_record(path: str | os.PathLike[str], *, what: str, fix: str) -> dict[str, Any]:
+    """A JSON object regress stored (a bisect session, a results file); damaged is bad input.
+
+    A file cut by a full disk, edited by hand or overwritten with something else is the user's
+    to remove (exit 2 with ``fix``), never an internal error with a codec's or a parser's text.
+
+    Args:
+        what: what the file is (``"bisect session"``), for the message.
+        fix: what to do, e.g. ``"remove it with `regress bisect reset`"``.
+    """
+    try:
+        data = read_json(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read the {what} {path} ({exc.strerror}); {fix}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"the {what} {path} is damaged (not UTF-8 text); {fix}") from None
+    except ValueError as exc:  # json.JSONDecodeError
+        reason = getattr(exc, "msg", str(exc)).removesuffix(" at")
+        if hasattr(exc, "lineno"):
+            reason += f" at line {exc.lineno}, column {exc.colno}"
+        raise UsageError(f"the {what} {path} is damaged (not JSON: {reason}); {fix}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"the {what} {path} is damaged (not a JSON object); {fix}")
+    return data
+
+
 def json_digest(data: Any, *, length: int = 16) -> str:
     """A stable short hash of a JSON-ready value: SHA-256 of its sorted, compact JSON.
 

@@ -36,8 +36,11 @@ from regress.bisect.store import (
     session_path,
 )
 from regress.errors import UsageError
-from regress.files import read_json, write_json_atomic
+from regress.files import read_record, write_json_atomic
 from regress.progress import Progress
+
+#: What to do about a damaged stored session.
+_RESET = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
 
 
 @dataclass
@@ -198,11 +201,24 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
     repo = gitlib.open_repo(config_repo)
     root = cache_root(repo, cache_dir)
     path = session_path(root)
-    return root, (read_json(path) if path.exists() else None)
+    if not path.exists():
+        return root, None
+    record = read_record(path, what="bisect session", fix=_RESET)
+    config = record.get("config")
+    if (
+        not isinstance(record.get("key"), str)
+        or not isinstance(config, dict)
+        or not {"good", "bad", "command"} <= set(config)
+    ):
+        raise UsageError(f"the bisect session {path} is damaged (no key or config); {_RESET}")
+    return root, record
 
 
 def config_from_session(record: dict) -> BisectConfig:
-    return BisectConfig(**record["config"])
+    try:
+        return BisectConfig(**record["config"])
+    except TypeError as exc:  # a field renamed by hand or by another version
+        raise UsageError(f"the stored bisect session does not load ({exc}); {_RESET}") from None
 
 
 def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
@@ -275,7 +291,7 @@ def _status_lines(config: BisectConfig, session: str, result: BisectResult) -> l
 
 def bisect_reset(repo: str = ".", cache_dir: str | None = None) -> str:
     """Delete the repository's bisect cache (results, session, clones, logs)."""
-    root, _ = load_session(repo, cache_dir)
+    root = cache_root(gitlib.open_repo(repo), cache_dir)  # a damaged session is removed too
     if not root.exists():
         return f"nothing to reset ({root} does not exist)"
     with locked(root):

@@ -75,3 +75,43 @@ def test_a_repository_path_with_a_line_break_is_refused_clearly(history, tmp_pat
     odd.mkdir()
     result = bisect(tmp, shas, "--", "true", repo=odd)
     assert "line break" in one_line_exit_2(result)
+
+
+# --- damaged stored files: one line naming the file and `regress bisect reset` ------------------
+
+DAMAGE = {
+    "cut": b'{"schema": 1, "sta',
+    "empty": b"",
+    "list": b"[1, 2]\n",
+    "binary": bytes(range(0x80, 0xFF)),
+    "no-runs": b'{"schema": 1, "key": "k", "config": {}, "runs": [{"x": 1}]}\n',
+}
+
+
+@pytest.fixture(scope="module")
+def finished(history, tmp_path_factory):
+    tmp, shas = history
+    cache = tmp_path_factory.mktemp("finished-cache")
+    result = bisect(tmp, shas, "-q", "--", "sh", str(tmp / "probe.sh"), cache=cache)
+    assert result.exit_code == 0, result.output
+    return tmp, cache
+
+
+@pytest.mark.parametrize("command", ["status", "log"])
+@pytest.mark.parametrize("which", ["session.json", "results"])
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_session_or_results_file_is_one_line(finished, tmp_path, command, which, damage):
+    import shutil
+
+    tmp, cache = finished
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    (root,) = (copy / "bisect").iterdir()
+    target = root / which if which == "session.json" else next((root / "results").iterdir())
+    target.write_bytes(DAMAGE[damage])
+    args = ["bisect", command, "--repo", str(tmp / "repo"), "--cache-dir", str(copy)]
+    line = one_line_exit_2(CliRunner().invoke(cli, args))
+    assert str(target) in line and "damaged" in line and "regress bisect reset" in line, line
+    reset = ["bisect", "reset", "--repo", str(tmp / "repo"), "--cache-dir", str(copy)]
+    assert CliRunner().invoke(cli, reset).exit_code == 0  # the way out works
+    assert not target.exists()
