@@ -115,3 +115,9 @@ def test_a_damaged_session_or_results_file_is_one_line(finished, tmp_path, comma
     reset = ["bisect", "reset", "--repo", str(tmp / "repo"), "--cache-dir", str(copy)]
     assert CliRunner().invoke(cli, reset).exit_code == 0  # the way out works
     assert not target.exists()
+
+
+def test_testlist_show_on_an_empty_folder_says_there_is_nothing(tmp_path):
+    result = CliRunner().invoke(cli, ["testlist", "show", "--dir", str(tmp_path)])
+    line = one_line_exit_2(result)
+    assert f"--dir {tmp_path}" in line and "no test lists" in line
