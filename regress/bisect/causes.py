@@ -35,5 +35,6 @@ class Cause(enum.StrEnum):
     CRASH = "crash"
     NO_SIGNATURE = "no-signature"
     NO_METRIC = "no-metric"
+    PROBE_FAILED = "probe-failed"
     NO_JUNIT = "no-junit"
     NO_TEST_RESULT = "no-test-result"

@@ -121,3 +121,22 @@ def test_testlist_show_on_an_empty_folder_says_there_is_nothing(tmp_path):
     result = CliRunner().invoke(cli, ["testlist", "show", "--dir", str(tmp_path)])
     line = one_line_exit_2(result)
     assert f"--dir {tmp_path}" in line and "no test lists" in line
+
+
+def test_a_failing_metric_probe_reports_its_exit_and_last_stderr_line(history, tmp_path):
+    import sys
+
+    tmp, shas = history
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\n"
+        "print(\"ModuleNotFoundError: No module named 'tensorrt_llm'\", file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    cache = tmp_path / "cache"
+    args = ["--probe", "metric", "--metric", "runs[1].acceptance_length", "--metric-runs", "2,1,2"]
+    result = bisect(tmp, shas, *args, "--", sys.executable, str(probe), cache=cache)
+    line = one_line_exit_2(result)
+    assert "exit 3" in line, line
+    assert "ModuleNotFoundError: No module named 'tensorrt_llm'" in line
+    assert "check --metric" not in line
