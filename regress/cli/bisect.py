@@ -347,6 +347,9 @@ def reset(repo: str, cache_dir: str | None) -> None:
 
 
 def _render(p) -> None:
+    if p.kind == "started":
+        click.echo(f"regress bisect: probe started on {p.message}", err=True)
+        return
     if p.kind != "step":
         click.echo(f"regress bisect: {p.kind}: {p.message}", err=True)
         return
