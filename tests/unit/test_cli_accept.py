@@ -190,7 +190,7 @@ def test_bad_input_exits_2_before_the_engine_runs(runner, synthetic, args, messa
     result = accept(runner, *args)
     assert result.exit_code == 2
     assert message in result.stderr
-    assert "profiling" not in result.stderr  # the bar opens only when the engine starts
+    assert "regress accept: batch" not in result.stderr  # progress starts with the engine
     assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
