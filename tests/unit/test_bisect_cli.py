@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from junitparser import Failure, JUnitXml, Skipped
+from junitparser import Failure, JUnitXml
 
 from regress.bisect.git import CommitInfo
 from regress.bisect.report import BisectResult, Step, to_junit, to_markdown
@@ -82,8 +82,11 @@ def test_run_writes_json_junit_markdown(setup):
     assert "candidates" in result.stderr  # live progress
     suite = next(iter(JUnitXml.fromfile(str(tmp / "r.xml"))))
     cases = {c.name.split()[0]: c for c in suite}
-    assert len(cases) == len(doc["steps"])
-    assert any(isinstance(r, Failure) for r in cases[shas[6][:12]].result)
+    assert len(cases) == len(doc["steps"]) + 1  # and the outcome
+    assert cases[shas[6][:12]].name.startswith(f"{shas[6][:12]} [bad]")
+    # a bisect that found its culprit (exit 0) is green: no failure anywhere (issue 31)
+    assert suite.failures == 0 and suite.errors == 0
+    assert not any(isinstance(r, Failure) for c in suite for r in c.result)
     assert "`" + shas[6][:12] + "`" in (tmp / "r.md").read_text()
 
 
@@ -237,8 +240,11 @@ def test_renderings_of_a_result():
     xml = to_junit(result)
     suite = next(iter(JUnitXml.fromstring(xml)))
     kinds = [type(c.result[0]).__name__ if c.result else "passed" for c in suite]
-    assert kinds == ["passed", "Skipped", "Failure"]
-    assert isinstance(list(suite)[1].result[0], Skipped)
+    assert kinds == ["passed", "Skipped", "passed", "passed"]  # good, untestable, bad, outcome
+    assert "[bad]" in list(suite)[2].name and list(suite)[3].name == "outcome"
+    unanswered = sample_result(status="ambiguous", culprit=None, candidates=[result.culprit])
+    outcome = list(next(iter(JUnitXml.fromstring(to_junit(unanswered)))))[-1]
+    assert outcome.name == "outcome" and isinstance(outcome.result[0], Failure)
     text = result.summary()
     assert (
         "confidence 0.995" in text
