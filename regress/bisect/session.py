@@ -274,7 +274,12 @@ def _status_lines(config: BisectConfig, session: str, result: BisectResult) -> l
         f"repository: {config.repo}",
         f"command: {shlex.join(config.command)}",
     ]
-    if session == "killed":
+    if session == "running":  # a live process holds the lock: rerunning would only wait
+        lines.append(
+            f"a bisect is running now ({result.strategy} search, top candidate mass "
+            f"{result.confidence:.3f} so far); wait for it, or follow it with `regress bisect log`"
+        )
+    elif session == "killed":
         lines.append(
             "the bisect stopped without finishing (killed?); rerun the same `regress bisect run` "
             "command to resume"

@@ -310,3 +310,35 @@ def test_run_says_which_probe_started_on_which_commit_before_it_ends(setup):
         proc.kill()
     assert f"probe started on {shas[-1][:12]} (endpoint --bad)" in rest
     assert "(commit " in rest
+
+
+def test_status_tells_a_running_bisect_from_an_interrupted_one(setup):
+    """Issue 31: during a running bisect, status said "rerun the same command to continue"."""
+    import subprocess
+    import sys
+    import threading
+
+    tmp, shas = setup
+    gate = tmp / "gate"
+    probe = tmp / "gated.sh"
+    probe.write_text(f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n' + PROBE)
+    args = ["bisect", "run", "--repo", str(tmp / "repo"), "--cache-dir", str(tmp / "cache")]
+    args += ["--good", shas[0], "--bad", shas[-1], "--", "sh", str(probe)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from regress.cli import main; main()", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    breaker = threading.Timer(60, gate.touch)  # never hang, whatever regress does
+    breaker.start()
+    try:
+        assert "probe started on" in proc.stderr.readline()
+        status = invoke(tmp, "status")
+        assert status.exit_code == 0, status.output
+        assert "running now" in status.output and "rerun" not in status.output
+    finally:
+        breaker.cancel()
+        gate.touch()
+        proc.stderr.read()
+        proc.wait(timeout=120)
