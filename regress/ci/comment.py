@@ -78,13 +78,17 @@ def check_text(comment: str) -> str:
     return text
 
 
-def check_author(author: str, allowed: frozenset[str]) -> str:
+def check_author(author: str, allowed: frozenset[str], *, allow_file: str | None = None) -> str:
+    """``author`` if it may trigger the bot; the refusal names the allow-list file to edit."""
     if not _LOGIN.fullmatch(author):
         raise BotRejection(
             f"/bot comment rejected: author {author[:60]!a} is not a valid GitHub login"
         )
     if author.lower() not in allowed:
-        raise BotRejection(f"/bot comment rejected: {author} is not on the allow list of bot users")
+        where = f" ({allow_file}: add the login there, one per line)" if allow_file else ""
+        raise BotRejection(
+            f"/bot comment rejected: {author} is not on the allow list of bot users{where}"
+        )
     return author
 
 
