@@ -311,7 +311,9 @@ class Runner:
                         start_new_session=True,
                     )
                 except OSError as exc:
-                    return Finished(exit_code=None, error=str(exc), errno=exc.errno)
+                    # the OS's words, not Python's "[Errno 2] ..." rendering of them
+                    said = f"{exc.strerror}: {exc.filename or argv[0]}" if exc.strerror else exc
+                    return Finished(exit_code=None, error=str(said), errno=exc.errno)
                 self._live.add(proc)
             guardian().watch_group(proc.pid)
             try:

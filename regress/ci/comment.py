@@ -12,6 +12,7 @@ import unicodedata
 from pathlib import Path
 
 from regress.errors import UsageError
+from regress.files import read_text
 
 MAX_COMMENT_BYTES = 4096
 #: Every character a shell treats specially; all are refused, except that the glob characters
@@ -28,9 +29,9 @@ class BotRejection(UsageError):
 def load_allow_list(path: Path) -> frozenset[str]:
     """GitHub logins allowed to trigger the bot: one per line, ``#`` comments; case-insensitive."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the allow list {path}: {exc}. Pass --allow FILE.") from None
+        text = read_text(path, what="the /bot allow list")
+    except UsageError as exc:
+        raise UsageError(f"{exc}; fix it or pass --allow FILE") from None
     logins = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()

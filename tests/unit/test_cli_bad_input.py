@@ -140,3 +140,14 @@ def test_a_failing_metric_probe_reports_its_exit_and_last_stderr_line(history, t
     assert "exit 3" in line, line
     assert "ModuleNotFoundError: No module named 'tensorrt_llm'" in line
     assert "check --metric" not in line
+
+
+@pytest.mark.parametrize("content", [None, bytes(range(0x80, 0xFF))])
+def test_an_unreadable_allow_list_is_said_in_words_not_python_texts(tmp_path, content):
+    allow = tmp_path / "allow.txt"
+    if content is not None:
+        allow.write_bytes(content)
+    args = ["bot", "parse", "/bot run", "--author", "alice", "--allow", str(allow)]
+    line = one_line_exit_2(CliRunner().invoke(cli, args))
+    assert str(allow) in line and "--allow FILE" in line
+    assert "[Errno" not in line and "codec" not in line, line
