@@ -135,7 +135,7 @@ def test_a_failing_metric_probe_reports_its_exit_and_last_stderr_line(history, t
     )
     cache = tmp_path / "cache"
     args = ["--probe", "metric", "--metric", "runs[1].acceptance_length", "--metric-runs", "2,1,2"]
-    result = bisect(tmp, shas, *args, "--", sys.executable, str(probe), cache=cache)
+    result = bisect(tmp, shas, "-q", *args, "--", sys.executable, str(probe), cache=cache)
     line = one_line_exit_2(result)
     assert "exit 3" in line, line
     assert "ModuleNotFoundError: No module named 'tensorrt_llm'" in line
