@@ -86,6 +86,17 @@ def check_repo_path(repo: str | os.PathLike[str]) -> None:
         )
 
 
+def check_recipe_repo(recipe: object | None, repo: str | os.PathLike[str], revisions) -> None:
+    """Let a recipe that knows its trees (an optional ``check_repo(path, revisions)``) refuse a
+    repository it cannot build, before the endpoint runs would all be skips."""
+    check = getattr(recipe, "check_repo", None)
+    if check is None or not Path(repo).is_dir():
+        return
+    inside = git(["rev-parse", "--show-toplevel"], cwd=Path(repo), check=False)
+    if inside.returncode == 0:
+        check(Path(inside.stdout.strip()), list(revisions))
+
+
 def preflight(
     *,
     repo: str | os.PathLike[str],
@@ -93,6 +104,8 @@ def preflight(
     launcher: list[str],
     metric: str | None,
     env: dict[str, str] | None = None,
+    recipe: object | None = None,
+    revisions: tuple[str, ...] = (),
 ) -> None:
     """Every check above, for one bisect; raises :class:`UsageError` at the first problem.
 
@@ -100,6 +113,7 @@ def preflight(
     launcher itself is looked up here.
     """
     check_repo_path(repo)
+    check_recipe_repo(recipe, repo, revisions)
     check_metric_path(metric)
     path = (env or {}).get("PATH")
     if launcher:

@@ -11,7 +11,7 @@ import click
 import regress.trtllm.probes
 import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
-from regress.bisect.registry import probe_names, recipe_names
+from regress.bisect.registry import make_recipe, probe_names, recipe_names
 from regress.cli.options import FiniteFloat
 from regress.cli.output import OUTPUT_FILE, emit
 from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
@@ -272,6 +272,8 @@ def run(**opts) -> None:
         command=list(config.command),
         launcher=list(config.launcher),
         metric=config.metric,
+        recipe=make_recipe(config.recipe, config) if config.recipe else None,
+        revisions=(config.good, config.bad),
     )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
         result = run_bisect(config, progress=None if opts["quiet"] else _render)

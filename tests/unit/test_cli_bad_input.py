@@ -47,6 +47,7 @@ def bisect(tmp, shas, *extra: str, repo=None, cache=None):
         (["--probe", "metric", "--metric", "runs[", "--", "sh", "PROBE"], ["--metric", "runs["]),
         (["--jobs", "2", "--gpus", "0,1,2", "--", "sh", "PROBE"], ["--gpus", "--jobs 2"]),
         (["sh", "-x", "PROBE"], ["'-x'", "put `--` before the probe command"]),
+        (["--recipe", "trtllm-source"], ["--recipe trtllm-source", "not a TensorRT-LLM checkout"]),
     ],
 )
 def test_bisect_refuses_before_any_probe_runs(history, extra, words):
