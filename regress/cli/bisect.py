@@ -12,6 +12,7 @@ import regress.trtllm.probes
 import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
 from regress.bisect.registry import make_recipe, probe_names, recipe_names
+from regress.cli.heartbeat import Heartbeat
 from regress.cli.options import FiniteFloat
 from regress.cli.output import OUTPUT_FILE, emit
 from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
@@ -276,7 +277,8 @@ def run(**opts) -> None:
         revisions=(config.good, config.bad),
     )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
-        result = run_bisect(config, progress=None if opts["quiet"] else _render)
+        with Heartbeat("regress bisect", quiet=opts["quiet"]) as beat:
+            result = run_bisect(config, progress=None if opts["quiet"] else _renderer(beat))
     except KeyboardInterrupt as exc:
         said = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         click.echo(f"regress: {said}; rerun the same command to resume", err=True)
@@ -348,21 +350,26 @@ def reset(repo: str, cache_dir: str | None) -> None:
     click.echo(bisect_reset(repo, cache_dir))
 
 
-def _render(p) -> None:
-    if p.kind == "started":
-        click.echo(f"regress bisect: probe started on {p.message}", err=True)
-        return
-    if p.kind != "step":
-        click.echo(f"regress bisect: {p.kind}: {p.message}", err=True)
-        return
-    pairs = " ".join(f"{c} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
-    eta = f", ~{_clock(p.eta)} left" if p.eta is not None else ""
-    note = f" ({p.message})" if p.message else ""
-    click.echo(
-        f"[{p.step:3d}] {pairs}{note} | {p.candidates} candidates, top {p.mass:.3f} | "
-        f"{p.probes} runs, {_clock(p.elapsed)} elapsed{eta} [{p.strategy}]",
-        err=True,
-    )
+def _renderer(beat: Heartbeat):
+    """Each progress event a line on stderr; the heartbeat says which probe is still running."""
+
+    def render(p) -> None:
+        if p.kind == "started":
+            beat.say(f"regress bisect: probe started on {p.message}", doing=f"probing {p.message}")
+            return
+        if p.kind != "step":
+            beat.say(f"regress bisect: {p.kind}: {p.message}")
+            return
+        pairs = " ".join(f"{c} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
+        eta = f", ~{_clock(p.eta)} left" if p.eta is not None else ""
+        note = f" ({p.message})" if p.message else ""
+        beat.say(
+            f"[{p.step:3d}] {pairs}{note} | {p.candidates} candidates, top {p.mass:.3f} | "
+            f"{p.probes} runs, {_clock(p.elapsed)} elapsed{eta} [{p.strategy}]",
+            doing="searching",
+        )
+
+    return render
 
 
 def _clock(seconds: float) -> str:

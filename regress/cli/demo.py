@@ -8,13 +8,21 @@ from pathlib import Path
 
 import click
 
+from regress.cli.heartbeat import Heartbeat
 from regress.cli.output import emit_json, json_option
 from regress.errors import FAILED, OK, exit_codes_help
 
 
-def _show(event) -> None:
-    """Render one progress event on stderr, elapsed seconds first."""
-    click.echo(f"[{event.elapsed:4.0f}s] [{event.where}] {event.message}", err=True)
+def _shower(beat: Heartbeat):
+    """Render each progress event on stderr, elapsed seconds first; the heartbeat fills gaps."""
+
+    def show(event) -> None:
+        beat.say(
+            f"[{event.elapsed:4.0f}s] [{event.where}] {event.message}",
+            doing=f"working on [{event.where}]",
+        )
+
+    return show
 
 
 def _check_workdir(workdir: Path | None) -> None:
@@ -51,9 +59,10 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
     from regress.demo.trend import run_trend_demo
 
-    with _kept_files_hint(keep):
+    with _kept_files_hint(keep), Heartbeat("regress demo") as beat:
+        beat.say("regress demo: building the nightly history", doing="building the history")
         result = run_trend_demo(
-            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show
+            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_shower(beat)
         )
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
@@ -131,9 +140,15 @@ def demo(
             raise UsageError(f"regress demo cannot plant {defect!r} yet; see regress/demo")
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
-    with _kept_files_hint(keep):
+    with _kept_files_hint(keep), Heartbeat("regress demo") as beat:
+        beat.doing("building the history")  # run_demo's own first event comes at once
         result = run_demo(
-            workdir=workdir, keep=keep, commits=commits, seed=seed, defect=defect, progress=_show
+            workdir=workdir,
+            keep=keep,
+            commits=commits,
+            seed=seed,
+            defect=defect,
+            progress=_shower(beat),
         )
     if not emit_json(result.to_json(), json_out):
         for b in result.bisects:
