@@ -41,7 +41,7 @@ def test_help_documents_the_shape_and_exit_codes():
     for text in (
         "-- ./probe.sh",
         "DG_HOST_ASSERT",
-        "0 culprit found, 3 inconclusive",
+        "0 culprit found; 3 inconclusive",
         "--find-fix",
         "--launcher",
         "REGRESS_COMMIT",

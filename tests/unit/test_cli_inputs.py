@@ -331,7 +331,9 @@ def test_top_level_help_lists_every_commands_exit_codes():
     for codes in EXIT_CODES.values():
         for code, meaning in codes.items():
             assert f"{code} {' '.join(meaning.split())}" in shown
-    assert "2 not a TensorRT-LLM tree, 3 no verdict: the tree cannot be loaded" in shown
+    assert "2 not a TensorRT-LLM tree; 3 no verdict (the tree cannot be loaded" in shown
+    # wrapped for a terminal (issue 31: rows of 218 characters)
+    assert max(map(len, CliRunner().invoke(cli, ["--help"]).output.splitlines())) < 100
 
 
 def test_the_bisect_notes_and_warnings_are_said_once(history):
