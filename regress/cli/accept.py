@@ -70,7 +70,7 @@ class _ProgressBar:
     show_default=True,
     help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
 )
-@click.option("--model", default=None, help="Checkpoint directory (trtllm only).")
+@click.option("--model", default=None, metavar="DIR", help="Checkpoint directory (trtllm only).")
 @click.option(
     "--batch-sizes",
     default="1,8",

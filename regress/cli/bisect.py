@@ -27,33 +27,17 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 \b
   regress bisect run --good v1.2 --bad main -- ./probe.sh
   regress bisect run --good A --bad B --flaky --jobs 4 -- pytest tests/test_x.py
-  regress bisect run --good A --bad B --probe assert --timeout 600 -- python bench.py
   regress bisect run --good A --bad B --probe metric --metric runs[1].acceptance_length \\
       --higher-is-better -- regress accept --json -
-  regress bisect run --good OLD --bad NEW --find-fix --probe pytest -- pytest -x tests/t.py
 
 \b
-The probe runs in a private clone under the cache directory (never in your checkout)
-with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
-  exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
-             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad);
-             126/127 (the shell could not run it) are skips, never replayed
-  assert     bad iff the output matches --signature (default: DeepGEMM's
-             DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
-  metric     a number from the command's JSON output (--metric PATH) or a regex
-             (--metric-regex); endpoints are measured repeatedly and each commit
-             is compared with both; or a fixed --threshold per run
-  pytest     a JUnit file is injected: passed good, failed bad, else skip
+The probe runs in a private clone of each commit (REGRESS_COMMIT, REGRESS_WORKTREE set).
+Probes: exit-code (git bisect run's 0 good, 125 skip, 1..127 bad), assert (bad iff the
+output matches --signature), metric (a number from the JSON output or a regex), pytest
+(from an injected JUnit file). Results are stored: rerunning the same command resumes.
+README.md, "Bisect", has the details.
 
-\b
-The search is deterministic (git bisect, plus one confirmation run) until the
-verdicts contradict each other, then flake aware; --flaky starts there. Merge
-histories are bisected as a commit graph, as git bisect does (--first-parent:
-the mainline only). Metric probes run each commit until it is decided. Results
-are stored per commit and probe configuration (the content of the files the
-command names included): rerunning the same command resumes without repeating
-a probe, and a probe you edited starts afresh. Runs in which the probe could not
-run at all are never replayed. {exit_codes}
+{exit_codes}
 """.format(exit_codes=exit_codes_help("regress bisect"))
 
 
@@ -62,16 +46,19 @@ def bisect() -> None:
     """Find the commit that caused (or fixed) a regression: run, log, status, reset."""
 
 
-def _where(f):
-    f = click.option("--repo", default=".", show_default=True, help="The git checkout to bisect.")(
-        f
-    )
-    return click.option(
-        "--cache-dir",
-        default=None,
-        metavar="DIR",
-        help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
-    )(f)
+def _where(repo_help: str):
+    """``--repo`` (its help says what the command does with it) and ``--cache-dir``."""
+
+    def add(f):
+        f = click.option("--repo", default=".", show_default=True, metavar="DIR", help=repo_help)(f)
+        return click.option(
+            "--cache-dir",
+            default=None,
+            metavar="DIR",
+            help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
+        )(f)
+
+    return add
 
 
 class _ProbeCommand(click.Command):
@@ -96,15 +83,20 @@ class _ProbeCommand(click.Command):
 )
 @click.option("--good", required=True, help="A revision without the problem (the older end).")
 @click.option("--bad", default="HEAD", show_default=True, help="A revision with the problem.")
-@_where
+@_where("The git checkout to bisect.")
 @click.option(
     "--probe",
     "probe_kind",
     default=_D["probe"],
     show_default=True,
     type=click.Choice(probe_names()),
+    help="How a run becomes a verdict (above).",
 )
-@click.option("--signature", default=None, help="assert probe: regex that marks a bad run.")
+@click.option(
+    "--signature",
+    default=None,
+    help="assert probe: regex that marks a bad run (default: DG_HOST_ASSERT or AssertionError).",
+)
 @click.option(
     "--crash-is-bad", is_flag=True, help="exit-code probe: a crash (>= 128, signal) is bad."
 )
@@ -194,7 +186,8 @@ class _ProbeCommand(click.Command):
     "--recipe",
     type=click.Choice(recipe_names()),
     default=None,
-    help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
+    help="TensorRT-LLM checkouts: trtllm (the installed wheel's binaries linked in), "
+    "trtllm-precompiled (pip install -e with --wheel), trtllm-source (no build; regress check).",
 )
 @click.option("--wheel", default=None, help="trtllm-precompiled: TRTLLM_PRECOMPILED_LOCATION.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
@@ -292,7 +285,7 @@ def run(**opts) -> None:
 
 
 @bisect.command("log")
-@_where
+@_where("The git checkout whose latest bisect to list.")
 @click.option(
     "--json",
     "json_out",
@@ -320,7 +313,7 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 
 
 @bisect.command("status")
-@_where
+@_where("The git checkout whose latest bisect to show.")
 @click.option(
     "--json",
     "json_out",
@@ -342,7 +335,7 @@ def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 
 
 @bisect.command("reset")
-@_where
+@_where("The git checkout whose stored bisect state to remove.")
 def reset(repo: str, cache_dir: str | None) -> None:
     """Forget this repository's stored results, session, clones and logs."""
     from regress.bisect.session import bisect_reset

@@ -75,6 +75,7 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     help="Where to build (default: a new temporary directory).",
 )
 @click.option(

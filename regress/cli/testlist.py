@@ -13,6 +13,7 @@ _DIR = click.option(
     "--dir",
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     default=Path("test-lists"),
     show_default=True,
     help="A test-db directory: l0_*.yml lists, optionally stages.yml and waives.txt.",
@@ -137,6 +138,7 @@ def _overview(lists, json_out: str | None) -> None:
 @click.option(
     "--root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
     default=None,
     help="Repository root the entries are relative to (default: the list directory's parent).",
 )

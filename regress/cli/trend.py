@@ -20,6 +20,7 @@ _DEFAULT_STORE = ".regress-trend"
 def _store_option(f):
     return click.option(
         "--store",
+        metavar="DIR",
         default=lambda: os.environ.get(_STORE_ENV, _DEFAULT_STORE),
         show_default=f"${_STORE_ENV} or {_DEFAULT_STORE}",
         help="The history folder (keep it as a CI artifact).",
@@ -101,7 +102,12 @@ def add(
     "--bisect", "bisect", is_flag=True, help="Print the bisect command for each regression."
 )
 @click.option("--run", "run_bisects", is_flag=True, help="With --bisect: start each bisect.")
-@click.option("--repo", default=None, help="With --bisect: the checkout to bisect (default: .).")
+@click.option(
+    "--repo",
+    default=None,
+    metavar="DIR",
+    help="With --bisect: the checkout to bisect (default: .).",
+)
 @click.option(
     "--bisect-option",
     "bisect_options",
@@ -220,7 +226,7 @@ def _lines(result) -> list[str]:
 
 @trend.command("plot")
 @_store_option
-@click.option("-o", "--output", "output", required=True, metavar="PNG", help="Where to write.")
+@click.option("-o", "--output", "output", required=True, metavar="FILE", help="The PNG to write.")
 @click.option(
     "--metric",
     "metrics",
