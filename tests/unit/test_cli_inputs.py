@@ -343,3 +343,33 @@ def test_the_bisect_notes_and_warnings_are_said_once(history):
     both = result.stdout + result.stderr
     assert both.count("searched the linear history") == 1
     assert both.count("--jobs 9 capped to") == 1
+
+
+def test_folder_and_file_options_follow_one_naming_rule():
+    """Issue 31: folders were `--store TEXT`, `--dir DIRECTORY`, `--workdir DIRECTORY`, ... ."""
+    ctx = click.Context(cli)
+    folders = {"--repo", "--store", "--dir", "--root", "--test-lists", "--workdir", "--cache-dir"}
+    wrong = []
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), [*path, name])
+            return
+        if path == ["check"]:  # its options are another change's (issue 31 lists them apart)
+            return
+        for p in cmd.params:
+            if not isinstance(p, click.Option) or p.is_flag:
+                continue
+            metavar = p.make_metavar(ctx)
+            if p.opts[-1] in folders or (isinstance(p.type, click.Path) and not p.type.file_okay):
+                expected = {"DIR"}
+            elif isinstance(p.type, click.Path) or p.opts[-1] in ("--json", "--plot", "--output"):
+                expected = {"FILE", "FILE|-"}
+            else:
+                continue
+            if metavar not in expected:
+                wrong.append(f"{' '.join(path)} {p.opts[-1]} {metavar}")
+
+    walk(cli, [])
+    assert wrong == []
