@@ -47,8 +47,8 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         TERMINATED: "terminated (SIGTERM; rerun to resume)",
     },
     "regress demo": {
-        OK: "both culprits match",
-        FAILED: "a culprit missed",
+        OK: "both culprits match (--check: both trees judged as expected)",
+        FAILED: "a culprit missed (--check: a tree not judged as expected)",
         BAD_INPUT: "bad input",
         UNFINISHED: "torch is not installed",
         INTERRUPTED: "interrupted (throwaway repository removed)",

@@ -70,6 +70,19 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     raise SystemExit(OK if result.ok else FAILED)
 
 
+def _check(*, workdir, keep, json_out) -> None:
+    """``regress check`` on two fake trees: before the fix it fails, after it it passes."""
+    from regress.demo.check import run_check_demo
+
+    with Heartbeat("regress demo") as beat:
+        beat.say("regress demo: building two fake TensorRT-LLM trees", doing="checking")
+        result = run_check_demo(workdir=workdir, keep=keep, progress=_shower(beat))
+    if not emit_json(result.to_json(), json_out):
+        click.echo("\n".join(result.summary()))
+        click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
+    raise SystemExit(OK if result.ok else FAILED)
+
+
 @click.command(epilog=exit_codes_help("regress demo"))
 @click.option("--keep", is_flag=True, help="Keep the generated repository and bisect cache.")
 @click.option(
@@ -101,6 +114,13 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     help="Nightly variant: reports per night, `regress trend` finds the step and bisects it.",
 )
 @click.option(
+    "--check",
+    "check",
+    is_flag=True,
+    help="Show `regress check` without a TensorRT-LLM checkout: two fake trees, before and after "
+    "the fix; the first must fail, the second pass.",
+)
+@click.option(
     "--defect",
     metavar="NAME",
     default=None,
@@ -113,6 +133,7 @@ def demo(
     seed: int,
     json_out: str | None,
     trend: bool,
+    check: bool,
     defect: str | None,
 ) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
@@ -139,6 +160,10 @@ def demo(
             raise UsageError("--defect plants one defect for the bisect demo; drop --trend")
         if defect not in PLANTS:  # a registered defect the demo has no plant for: our bug
             raise UsageError(f"regress demo cannot plant {defect!r} yet; see regress/demo")
+    if check and (trend or defect is not None):
+        raise UsageError("--check runs alone; drop --trend and --defect")
+    if check:
+        _check(workdir=workdir, keep=keep, json_out=json_out)
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
     with _kept_files_hint(keep), Heartbeat("regress demo") as beat:
