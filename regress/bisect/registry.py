@@ -5,7 +5,7 @@ injected): it knows how to search, run and store, not what a DeepGEMM assertion 
 a TensorRT-LLM worktree is built. Its own probes (``exit-code``, ``metric``, ``pytest``) are
 registered here; a probe or recipe that needs domain knowledge is registered by name from the
 module that has it, when that module is imported (``regress.trtllm.probes`` registers ``assert``,
-``regress.upstream.recipes`` the TensorRT-LLM recipes). The ``regress`` CLI imports them all; a
+``regress.check.recipes`` the TensorRT-LLM recipes). The ``regress`` CLI imports them all; a
 library caller imports the ones it names. Every probe satisfies
 :class:`~regress.bisect.probes.Probe`, every recipe :class:`Recipe`, as pytest-xdist's schedulers
 share one ``Protocol``.

@@ -8,8 +8,6 @@ import sys
 import click
 
 # The domain probes and recipes register themselves with the bisect when imported.
-import regress.trtllm.probes
-import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.options import FiniteFloat

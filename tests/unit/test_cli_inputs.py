@@ -286,8 +286,6 @@ def test_the_one_line_form_is_also_what_the_console_script_prints():
     ],
 )
 def test_an_option_the_chosen_probe_would_ignore_is_refused(fields, message):
-    import regress.trtllm.probes
-    import regress.upstream.recipes  # noqa: F401 - register assert and the recipes
 
     with pytest.raises(UsageError) as caught:
         BisectConfig(good="A", bad="B", command=["x"], **fields)
