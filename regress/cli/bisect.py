@@ -8,6 +8,8 @@ import sys
 import click
 
 # The domain probes and recipes register themselves with the bisect when imported.
+import regress.check.recipes  # registers the TensorRT-LLM recipes
+import regress.trtllm.probes  # noqa: F401 - registers the assert probe
 from regress.bisect.config import defaults
 from regress.bisect.registry import probe_names, recipe_names
 from regress.cli.options import FiniteFloat

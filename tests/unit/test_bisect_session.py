@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import regress.check.recipes  # registers the TensorRT-LLM recipes
+import regress.trtllm.probes  # noqa: F401 - registers the assert probe
 from regress.bisect.git import git
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, bisect_log, bisect_reset, bisect_status, run_bisect

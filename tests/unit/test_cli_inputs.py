@@ -286,6 +286,8 @@ def test_the_one_line_form_is_also_what_the_console_script_prints():
     ],
 )
 def test_an_option_the_chosen_probe_would_ignore_is_refused(fields, message):
+    import regress.check.recipes  # registers the recipes
+    import regress.trtllm.probes  # noqa: F401 - registers assert
 
     with pytest.raises(UsageError) as caught:
         BisectConfig(good="A", bad="B", command=["x"], **fields)
