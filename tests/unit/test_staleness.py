@@ -202,3 +202,14 @@ def test_nan_equals_nan_in_float_buffers(dtype):
     fresh = _state(w=torch.full((TOKENS,), float("nan"), dtype=dtype))
     live = _state(w=fresh.w.clone())
     assert compare_states(live, fresh, _layout()) == []
+
+
+def test_a_field_aliased_in_the_live_object_only_is_still_compared():
+    # The live object wrote one buffer under two names; the fresh one keeps two buffers, the
+    # second different: the alias is the stale state, so the second name must be compared.
+    buf = torch.zeros(TOKENS)
+    live = _state(slot_mapping=buf, slot_mapping_fullkv=buf)
+    fresh = _state(slot_mapping=torch.zeros(TOKENS), slot_mapping_fullkv=torch.ones(TOKENS))
+    out = compare(live, fresh, _layout())
+    assert out.aliases == {}
+    assert _fields(out.differences) == ["slot_mapping_fullkv"]
