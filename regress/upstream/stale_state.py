@@ -21,12 +21,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from regress.dsa.announce import announce_speculation
-from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.batch import Batch
 from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
 from regress.dsa.stale_batches import BATCHES, CAPACITY, MAX_TOKENS, next_forward
@@ -38,6 +37,7 @@ from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManage
 from regress.upstream.maps import dsa_family, load_class
 from regress.upstream.results import ScenarioResult, Step
 from regress.upstream.stale_loop import draft_loop
+from regress.upstream.steps import tree_prepare
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -81,12 +81,7 @@ def _blueprint(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: B
         announce_speculation(md, batch.batch_size, k)
         return md
 
-    def kv_cache_params(cached: list[int]) -> Any:
-        return up.kv_cache_params_cls(
-            use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
-        )
-
-    return Blueprint(make, partial(prepare_batch, kv_cache_params=kv_cache_params))
+    return Blueprint(make, tree_prepare(up))
 
 
 def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Iterator[Checkpoint]:

@@ -11,10 +11,12 @@ model's attention reads the DSA maps is the model's, which regress does not know
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from regress.dsa.announce import mtp_shape_params
-from regress.dsa.batch import Batch
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import Violation, check_slot_ownership
 from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
 from regress.upstream.cuda import regress_side
@@ -30,6 +32,18 @@ def Layout(name: str, seq_lens: tuple[int, ...], num_contexts: int = 0, max_draf
     once they build ``Batch(..., max_draft_len=K, name=...)`` themselves this goes.
     """
     return Batch(seq_lens, num_contexts, max_draft_len=max_draft_len, name=name)
+
+
+def tree_prepare(up: Any) -> Callable[[Any, Batch], None]:
+    """:func:`regress.dsa.batch.prepare_batch` for the tree's own classes: the cached lengths go
+    in through the tree's ``KVCacheParams``, as the executor hands them over."""
+
+    def kv_cache_params(cached: list[int]) -> Any:
+        return up.kv_cache_params_cls(
+            use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
+        )
+
+    return partial(prepare_batch, kv_cache_params=kv_cache_params)
 
 
 def target_forward(
