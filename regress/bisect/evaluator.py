@@ -185,6 +185,7 @@ class Evaluator:
             outcomes=self.seen.get(sha, []),
             command=self.config.command,
             repo=self.rng.repo.path,
+            fixes=getattr(self.runner.probe, "fixes", None),
         )
         error = EndpointError(message)
         error.probes, error.position = exc.probes, exc.position

@@ -158,7 +158,7 @@ class Runner:
         probe: classifies finished runs.
         config: command, build, overlays, timeout, launcher, jobs, GPUs.
         logs: directory for each run's captured output.
-        env_hook: per-commit extra environment (the TensorRT-LLM recipe's DSA module path).
+        env_hook: per-commit extra environment (a recipe's, e.g. where the commit keeps a module).
     """
 
     def __init__(

@@ -13,7 +13,7 @@ import contextlib
 import shlex
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +180,14 @@ def _warnings(rng: Range, recipe: registry.Recipe | None) -> list[str]:
     return [warning] if warning else []
 
 
+#: The session record's version. 2: a plug-in's options moved from top-level ``config`` keys
+#: (``signature``, ``wheel``) into ``config["options"]``; a version-1 record is still read.
+SESSION_SCHEMA = 2
+
+
 def _session_record(config, rng: Range, key: str, status: str, result: dict | None = None) -> dict:
     return {
-        "schema": 1,
+        "schema": SESSION_SCHEMA,
         "status": status,
         "key": key,
         "repo": str(rng.repo.path),
@@ -202,7 +207,15 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
 
 
 def config_from_session(record: dict) -> BisectConfig:
-    return BisectConfig(**record["config"])
+    """The stored configuration; a version-1 record's plug-in options move into ``options``."""
+    stored = dict(record["config"])
+    own = {f.name for f in fields(BisectConfig)}
+    moved = {k: stored.pop(k) for k in set(stored) - own}
+    stored["options"] = {
+        **{k: v for k, v in moved.items() if v is not None},
+        **stored.get("options", {}),
+    }
+    return BisectConfig(**stored)
 
 
 def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:

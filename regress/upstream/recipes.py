@@ -1,6 +1,7 @@
 """The TensorRT-LLM bisect recipes: builds and environment per worktree of a source checkout.
 
-Registered by name with the bisect when this module is imported (``--recipe NAME``):
+Registry entries (:data:`RECIPES`, declared in ``pyproject.toml`` under ``regress.recipes``),
+chosen with ``--recipe NAME``:
 
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
   (:func:`regress.upstream.check.run_check`). "Contracts hold" is good, "a contract is broken"
@@ -35,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.bisect.causes import SKIP_EXIT_CODE
-from regress.bisect.registry import register_recipe
 from regress.errors import MissingDependencyError, UsageError
+from regress.plugins import Option, Plugin
 from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
@@ -214,10 +215,25 @@ def probe_exit_code(
     return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
 
 
-register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
-register_recipe(
-    "trtllm-precompiled",
-    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
-    reads=("wheel",),
+#: The recipes' registry entries, declared under the ``regress.recipes`` entry-point group.
+RECIPES = (
+    Plugin(
+        "trtllm",
+        "TensorRT-LLM, Python-only: the installed wheel's compiled files linked into each "
+        "worktree; the DSA module path per era in the probe's environment",
+        lambda config: TrtllmRecipe(mode="overlay"),
+    ),
+    Plugin(
+        "trtllm-precompiled",
+        "TensorRT-LLM, Python-only: TRTLLM_USE_PRECOMPILED=1 pip install -e . per worktree "
+        "(use --jobs 1)",
+        lambda config: TrtllmRecipe(mode="precompiled", wheel=config.options.get("wheel")),
+        (Option("wheel", "--wheel", "TRTLLM_PRECOMPILED_LOCATION.", metavar="WHEEL"),),
+    ),
+    Plugin(
+        "trtllm-source",
+        "TensorRT-LLM, no build: each commit judged by `regress check` on the CPU (the probe "
+        "command is supplied)",
+        lambda config: SourceRecipe(),
+    ),
 )
-register_recipe("trtllm-source", lambda config: SourceRecipe())

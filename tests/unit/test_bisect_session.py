@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import regress.trtllm.probes
-import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.git import git
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, bisect_log, bisect_reset, bisect_status, run_bisect
