@@ -33,8 +33,8 @@ class Option:
     The command line is made from these fields (the library never imports click).
 
     Attributes:
-        name: the key of the value (a config field or keyword argument), e.g. ``"signature"``.
-        flag: how the user spells it, e.g. ``"--signature"``; ``kind="switch"`` takes a pair,
+        name: the key of the value (a config field or keyword argument), e.g. ``"threshold"``.
+        flag: how the user spells it, e.g. ``"--threshold"``; ``kind="switch"`` takes a pair,
             ``"--higher-is-better/--lower-is-better"``.
         help: one line, without the owner's name (the command line adds it).
         kind: ``"text"``, ``"number"`` (a finite float), ``"flag"`` (on/off, default False) or

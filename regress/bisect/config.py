@@ -64,7 +64,7 @@ class BisectConfig:
 
     def validate(self) -> None:
         """Refuse values no bisect can run with (usage error, exit 2)."""
-        # A recipe may supply its own probe command (trtllm-source: `regress check`).
+        # A recipe may supply its own probe command (one that judges each tree itself).
         recipe = registry.make_recipe(self.recipe, self) if self.recipe else None
         if not self.command and not (recipe and recipe.command()):
             raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")

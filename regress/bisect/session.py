@@ -181,7 +181,7 @@ def _warnings(rng: Range, recipe: registry.Recipe | None) -> list[str]:
 
 
 #: The session record's version. 2: a plug-in's options moved from top-level ``config`` keys
-#: (``signature``, ``wheel``) into ``config["options"]``; a version-1 record is still read.
+#: into ``config["options"]``; a version-1 record is still read (:func:`config_from_session`).
 SESSION_SCHEMA = 2
 
 
