@@ -5,8 +5,8 @@ workload (GSM8K, up to the evaluator's concurrency). An AL depends on the prompt
 budget and K, so an entry gates only runs of the workload it was measured on. Ours carry it
 (``workload``: the keys of :data:`regress.acceptance.workload.WORKLOAD_KEYS`, the prompts
 fingerprinted by :func:`regress.acceptance.workload.prompts_digest`) and per-position figures.
-Upstream's reader (``accuracy_core.assert_acceptance_length``, code index stored id 65782959872)
-reads only ``ref_al`` and ``min_al``, so the file stays in its schema; an entry without a
+Upstream's reader (``assert_acceptance_length`` in
+``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown)) reads only ``ref_al`` and ``min_al``, so the file stays in its schema; an entry without a
 ``workload`` is upstream's and is never applied to one of ours (:func:`find_reference`).
 """
 

@@ -57,8 +57,8 @@ def _perf_metrics(*holders: Any) -> dict[str, int] | None:
 def iteration_counters(stats: Iterable[Any]) -> tuple[dict[str, int] | None, int]:
     """Sum upstream's per-iteration ``specDecodingStats`` and find the largest scheduled batch.
 
-    Mirrors ``compute_acceptance_length`` in upstream's accuracy_core.py (code index stored id
-    65782959872; the ``inflightBatchingStats`` key as read by ``test_glm52.py`` @ 29c0516a): only
+    Mirrors ``compute_acceptance_length`` in upstream's
+    ``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown) (the ``inflightBatchingStats`` key as read by ``test_glm52.py`` @ 29c0516a): only
     iterations with ``numDraftTokens > 0`` count. ``get_stats()`` returns dicts or JSON strings
     by version.
 

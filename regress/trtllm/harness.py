@@ -1,7 +1,7 @@
 """Our batch sweep and per-position gates, called from upstream's harness on the LLM it built.
 
 Upstream's acceptance-length hook is ``accuracy_core.assert_acceptance_length_for_llm(test_key,
-llm)`` (code index stored id 65782959872): after ``task.evaluate(llm)`` it sums the iteration
+llm)`` in ``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown): after ``task.evaluate(llm)`` it sums the iteration
 stats the LLM holds (``compute_acceptance_length`` polls ``llm.get_stats`` with a 2 s timeout,
 keeps the iterations that drafted tokens and divides accepted tokens plus requests by requests)
 and asserts that AL is at least ``min_al`` from ``references/acceptance_length.yaml``. It runs

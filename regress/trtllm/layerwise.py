@@ -30,7 +30,8 @@ CHILD = "regress.cli.child"
 # set passed below, create_run_pack(run_type, *, batch_size, request_id_begin, seq_len_q,
 # seq_len_kv_cache, kv_cache_manager, attn_workspace=None) returning a run_pack closure over
 # attn_metadata, and the static create_mapping / create_kv_cache_manager; the guarded version
-# (PR #17247) is stored id 57405692250 (benchmarks/upstream.md).
+# (PR #17247, https://github.com/NVIDIA/TensorRT-LLM/pull/17247) is the newest stored version of
+# tensorrt_llm/tools/layer_wise_benchmarks/runner.py, commit unknown.
 
 # DeepGEMM prints the failed condition, not the macro: match the condition, spacing-tolerant.
 _CONDITION = re.compile(r"batch_size\s*==\s*__batch_size\s+and\s+next_n\s*==\s*_next_n")
@@ -42,7 +43,7 @@ def find_deepgemm_assertion(text: str | None) -> str | None:
     That assertion (``csrc/apis/attention.hpp``) is bug 2's signature: q has ``next_n`` tokens
     per request while ``kv_lens_cuda_2d`` was built one column wide. Other failures are reported
     as errors, not as this signature. The condition text was checked in DeepGEMM's
-    ``attention.hpp`` (code index stored id 52323906553); newer DeepGEMM (@ 0274ad7b) names the
+    ``csrc/apis/attention.hpp`` (a stored version, commit unknown); newer DeepGEMM (@ 0274ad7b) names the
     function ``fp8_fp4_paged_mqa_logits``, which is why only the condition is matched.
     """
     if not text:
