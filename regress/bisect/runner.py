@@ -123,7 +123,7 @@ class Overlay:
 
 
 @dataclass
-class RunnerConfig:
+class ProbeRunnerConfig:
     """How to run the probe; see ``regress bisect run --help`` for each option."""
 
     command: list[str]
@@ -150,7 +150,7 @@ class RunnerConfig:
 EnvHook = Callable[[str, Path], dict[str, str]]
 
 
-class Runner:
+class ProbeRunner:
     """Runs the probe at commits, one per job slot, and classifies each run.
 
     Args:
@@ -165,7 +165,7 @@ class Runner:
         self,
         workspace: Workspace,
         probe: Probe,
-        config: RunnerConfig,
+        config: ProbeRunnerConfig,
         logs: Path,
         env_hook: EnvHook | None = None,
     ) -> None:

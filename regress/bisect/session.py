@@ -24,7 +24,7 @@ from regress.bisect.evaluator import BisectProgress, Evaluator, ReplayExhausted
 from regress.bisect.history import Range, cache_root, cache_writes, resolve_range
 from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
-from regress.bisect.runner import Overlay, Runner, RunnerConfig
+from regress.bisect.runner import Overlay, ProbeRunner, ProbeRunnerConfig
 from regress.bisect.store import (
     Replay,
     ResultStore,
@@ -47,7 +47,7 @@ class _Plan:
     probe: Probe
     judge_direction: int | None
     recipe: registry.Recipe | None
-    runner: RunnerConfig
+    runner: ProbeRunnerConfig
     key_config: dict[str, Any]
 
 
@@ -105,7 +105,7 @@ def _plan(config: BisectConfig, rng: Range) -> _Plan:
     judge_direction = None if direction is None else (-direction if config.find_fix else direction)
     recipe = registry.make_recipe(config.recipe, config) if config.recipe else None
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]
-    runner = RunnerConfig(
+    runner = ProbeRunnerConfig(
         command=list(config.command) or (recipe.command() if recipe else []),
         build=config.build or (recipe.build_command() if recipe else None),
         overlays=overlays,
@@ -149,7 +149,7 @@ def _execute(
     for note in orphans:
         emit(BisectProgress("warning", note))
     env_hook = plan.recipe.env if plan.recipe else None
-    runner = Runner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
+    runner = ProbeRunner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
     ev = Evaluator(rng, Replay(store), runner, workspace, config, replay_only)
     try:
         result = ev.search(plan.probe.kind, plan.judge_direction, emit, started)
