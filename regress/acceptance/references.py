@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from regress.acceptance.baseline import load_upstream_reference
+from regress.acceptance.findings import EPS, CheckStatus, Finding
 from regress.acceptance.stats import RunStats
-from regress.acceptance.verdicts import EPS, CheckStatus, Finding, UpstreamReference
+from regress.acceptance.verdicts import UpstreamReference
 from regress.acceptance.workload import Workload
 from regress.errors import RegressError, UsageError
 from regress.files import parse_yaml, read_text, write_atomic

@@ -27,6 +27,7 @@ from typing import Any
 
 from regress.acceptance.baseline import load_upstream_reference
 from regress.acceptance.engines import Prompt
+from regress.acceptance.findings import CheckStatus, Finding
 from regress.acceptance.references import (
     ReferenceLookup,
     Workload,
@@ -35,7 +36,7 @@ from regress.acceptance.references import (
 )
 from regress.acceptance.report import Report
 from regress.acceptance.stats import upstream_acceptance_length
-from regress.acceptance.verdicts import CheckStatus, Finding, against_upstream
+from regress.acceptance.verdicts import against_upstream
 from regress.errors import UsageError
 from regress.trtllm.cases import MAX_NEW_TOKENS, TOLERANCE
 from regress.trtllm.engine import TrtllmAcceptanceEngine, iteration_counters
