@@ -18,9 +18,11 @@ entry reads is refused, never silently ignored (:meth:`Registry.refuse_foreign`)
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from regress.errors import RegressError, UsageError
@@ -94,6 +96,30 @@ class Plugin:
 
 E = TypeVar("E", bound=Described)
 
+#: regress's own project file when it runs from a checkout (beside the package).
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def declared(group: str) -> list[EntryPoint]:
+    """The installed entry points of ``group``, and those of regress's own checkout.
+
+    regress run from a checkout (``PYTHONPATH``, no install) has no dist-info, and an editable
+    install made before its ``pyproject.toml`` gained a plug-in has a stale one: regress's own
+    domain plug-ins are then read from the project file itself, so they never depend on how
+    regress was installed. The same entry point found both ways counts once.
+    """
+    found = list(entry_points(group=group))
+    try:
+        project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # installed as a wheel: no project file beside the package
+        return found
+    if project.get("project", {}).get("scripts", {}).get("regress") != "regress.cli:main":
+        return found  # some other project's file
+    own = project["project"].get("entry-points", {}).get(group, {})
+    seen = {(p.name, p.value) for p in found}
+    found += [EntryPoint(n, v, group) for n, v in own.items() if (n, v) not in seen]
+    return found
+
 
 class Registry(Mapping[str, E], Generic[E]):
     """Entries by name: the owner's own, then those of an entry-point group, loaded on first use.
@@ -128,7 +154,7 @@ class Registry(Mapping[str, E], Generic[E]):
         if self._loaded and not again:
             return
         self._loaded = True
-        for point in entry_points(group=self.group):
+        for point in declared(self.group):
             try:
                 loaded = point.load()
             except Exception as exc:

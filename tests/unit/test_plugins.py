@@ -133,6 +133,15 @@ def test_regress_declares_its_domain_plugins_as_a_third_party_would():
     assert RECIPES.readers("wheel") == ["trtllm-precompiled"]
 
 
+def test_regress_run_from_a_checkout_still_finds_its_own_plugins(monkeypatch):
+    """No dist-info (PYTHONPATH, or a stale editable install): pyproject.toml is read instead."""
+    from regress import plugins
+
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [])
+    assert Registry("probe", "--probe", "regress.probes").names() == ["assert"]
+    assert Registry("engine", "--engine", "regress.engines").names() == ["trtllm"]
+
+
 def test_a_plugin_option_no_entry_reads_is_refused():
     from regress.bisect.config import BisectConfig
 
