@@ -111,7 +111,7 @@ def declared(group: str) -> list[EntryPoint]:
     found = list(entry_points(group=group))
     try:
         project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # installed as a wheel: no project file beside the package
+    except (OSError, ValueError):  # installed from a built package: no project file beside it
         return found
     if project.get("project", {}).get("scripts", {}).get("regress") != "regress.cli:main":
         return found  # some other project's file
