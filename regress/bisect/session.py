@@ -252,6 +252,8 @@ def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, An
     config.bad = record.get("bad", config.bad)
     config.cache_dir = str(root.parent.parent)  # <base>/bisect/<repo key>
     config.overlays, config.recipe = [], None  # a replay runs nothing: no files, no builds
+    # ... so the recipe's own options go with it (else they are refused as ignored)
+    config.options = {k: v for k, v in config.options.items() if not registry.RECIPES.readers(k)}
     session = record["status"]
     if session == "running" and not lock_held(root):
         session = "killed"
