@@ -382,7 +382,7 @@ def test_trtllm_recipe_links_binaries_and_names_the_dsa_module(tmp_path, monkeyp
     (installed / "libs").mkdir(parents=True)
     (installed / "libs" / "libth_common.so").write_text("elf")
     (installed / "bindings.cpython-311-x86_64-linux-gnu.so").write_text("elf")
-    monkeypatch.setattr("regress.upstream.recipes.installed_package", lambda: installed)
+    monkeypatch.setattr("regress.check.recipes.installed_package", lambda: installed)
     probe = tmp_path / "p.sh"
     probe.write_text(
         "test -L tensorrt_llm/libs/libth_common.so || exit 125\n"

@@ -4,7 +4,7 @@ Registry entries (:data:`RECIPES`, declared in ``pyproject.toml`` under ``regres
 chosen with ``--recipe NAME``:
 
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
-  (:func:`regress.upstream.check.run_check`). "Contracts hold" is good, "a contract is broken"
+  (:func:`regress.check.check.run_check`). "Contracts hold" is good, "a contract is broken"
   bad; a commit that is not a TensorRT-LLM tree with DSA (e.g. before DSA existed) or that the
   check cannot judge (it does not import, exits or hangs while loading, or needs what the sandbox
   fakes) is untestable: git bisect's skip, so the search steps around it.
@@ -19,7 +19,7 @@ chosen with ``--recipe NAME``:
 
 The probe runs with ``PYTHONPATH`` = the worktree, so it imports that commit's Python code, and
 with ``REGRESS_DSA_ERA`` / ``REGRESS_DSA_MODULE`` / ``REGRESS_DSA_IMPORT`` naming the DSA metadata
-of the commit's era as :func:`regress.upstream.layout.resolve_source_tree` finds it: the one era
+of the commit's era as :func:`regress.tree.layout.resolve_source_tree` finds it: the one era
 rule, so the recipe and ``regress check`` never disagree about a tree. Commits that touch ``cpp/``
 need a real rebuild; the recipe warns when the range has any.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 from regress.bisect.causes import SKIP_EXIT_CODE
 from regress.errors import MissingDependencyError, UsageError
 from regress.plugins import Option, Plugin
-from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)
@@ -203,13 +203,13 @@ def probe_exit_code(
 ) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
 
-    The check runs in a child process (:mod:`regress.upstream.isolation`), so a commit whose code
+    The check runs in a child process (:mod:`regress.check.isolation`), so a commit whose code
     exits or hangs while loading is a gap (skip), never a good or bad verdict.
 
     Returns:
         The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
     """
-    from regress.upstream.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+    from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
 
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
     return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()

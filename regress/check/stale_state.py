@@ -1,7 +1,7 @@
 """``stale_state``: the stale-state oracle on the real metadata classes of a tree, in the sandbox.
 
 At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree
-has one, :mod:`regress.upstream.stale_loop`; regress's model of the MTP-Eagle loop else) and
+has one, :mod:`regress.check.stale_loop`; regress's model of the MTP-Eagle loop else) and
 after the next forward's ``prepare()``, a fresh object of the same class, built with the same construction
 settings and announcement, is given the layout the live one describes and prepared the way the
 executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths through
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from regress.check.results import ScenarioResult, Step
+from regress.check.stale_loop import draft_loop
 from regress.dsa.fresh import Recipe
 from regress.dsa.invariants import Violation
 from regress.dsa.lifecycle import Forward, announce
@@ -31,11 +33,9 @@ from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, 
 from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
 from regress.dsa.staleness import StaleField, StateLayout
 from regress.dsa.write_log import WriteLog
-from regress.upstream.eras import Upstream, build_params
-from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
-from regress.upstream.maps import dsa_family, load_class
-from regress.upstream.results import ScenarioResult, Step
-from regress.upstream.stale_loop import draft_loop
+from regress.sandbox.eras import Upstream, build_params
+from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+from regress.tree.maps import dsa_family, load_class
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ def _forwards(
 ) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    ``loop(live, k, accepted)`` runs one draft loop (:func:`regress.upstream.stale_loop.draft_loop`:
+    ``loop(live, k, accepted)`` runs one draft loop (:func:`regress.check.stale_loop.draft_loop`:
     upstream's worker where the tree has one). The next forward batches the same requests, all
     generations now, in reverse order (the scheduler keeps no order among generations), so every
     buffer row changes hands. Its checkpoints are labelled ``f2:<label>``; the allow table matches
@@ -185,7 +185,7 @@ V4_CLASS = "DeepseekV4TrtllmAttentionMetadata"
 
 
 def _subclass(up: Upstream, found: Any) -> Subject | None:
-    """A DSA subclass of the tree (:func:`regress.upstream.maps.dsa_family`), or None."""
+    """A DSA subclass of the tree (:func:`regress.tree.maps.dsa_family`), or None."""
     cls = load_class(up, found)
     if not (isinstance(cls, type) and issubclass(cls, up.metadata_cls)):
         return None  # another class carrying a map (QSA's): not built like DSA's
@@ -203,10 +203,10 @@ def _subclass(up: Upstream, found: Any) -> Subject | None:
 def subjects(up: Upstream) -> list[Subject]:
     """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
 
-    Subclasses are found as :mod:`regress.upstream.maps` finds the DSA family (DeepSeek-V4's, in
+    Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
     era C); their modules and the sibling modules they import run from source.
     """
-    from regress.upstream.layout import DSA_METADATA_CLASS
+    from regress.tree.layout import DSA_METADATA_CLASS
 
     layout = up.plan.layout
     trtllm = up.sandbox.load(layout.trtllm_metadata.module)
