@@ -7,9 +7,9 @@ import sys
 
 import click
 
+from regress.check.check import ENV_VAR
+from regress.check.isolation import DEFAULT_TIMEOUT_S
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
-from regress.upstream.check import ENV_VAR
-from regress.upstream.isolation import DEFAULT_TIMEOUT_S
 
 
 @click.command(epilog=exit_codes_help("regress check"))
@@ -79,13 +79,13 @@ def check(
     only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
     possible, the cause is named with the upstream file and line.
     """
+    from regress.check.check import scenario_names
+    from regress.check.isolation import run_check_isolated
+    from regress.check.summary import markdown
     from regress.cli.output import emit
     from regress.errors import UsageError
     from regress.files import STDOUT, check_output_path
-    from regress.upstream.check import scenario_names
-    from regress.upstream.eras import Settings
-    from regress.upstream.isolation import run_check_isolated
-    from regress.upstream.summary import markdown
+    from regress.sandbox.eras import Settings
 
     unknown = sorted(set(scenarios) - set(scenario_names()))
     if unknown:

@@ -1,6 +1,6 @@
 """The batches the stale-state scenarios drive, on real trees and on the reference mirrors alike.
 
-One table for ``regress check --scenario stale_state`` (:mod:`regress.upstream.stale_state`) and
+One table for ``regress check --scenario stale_state`` (:mod:`regress.check.stale_state`) and
 the reference battery (:mod:`regress.reference.stale_state`), so both judge the same batches.
 Capacities are chosen so the row rules (:meth:`regress.dsa.staleness.Capacities.used`) cannot
 be confused with another size: sequence capacity :data:`CAPACITY` for batches of 4, token

@@ -94,7 +94,7 @@ def saved_fields(metadata: Any) -> Iterator[list[str]]:
     """The field names ``prepare_for_spec_dec`` is called with inside the block.
 
     An instance-level spy, removed on leaving; a caller's own spies may wrap it meanwhile and
-    must have put it back by then (:mod:`regress.upstream.caller` does).
+    must have put it back by then (:mod:`regress.check.caller` does).
     """
     saved: list[str] = []
     original = getattr(metadata, "prepare_for_spec_dec", None)

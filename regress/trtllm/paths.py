@@ -1,7 +1,7 @@
 """The installed ``tensorrt_llm``: its layout, found without importing it, and loading a class.
 
 The layout itself (eras, where each class lives) is read from files by
-:func:`regress.upstream.layout.resolve_source_tree`, the one era rule; this module only finds the
+:func:`regress.tree.layout.resolve_source_tree`, the one era rule; this module only finds the
 installed package directory to read, and imports a resolved class where the engine is about to run.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from regress.errors import MissingDependencyError
-from regress.upstream.layout import Location, TrtllmLayout, resolve_source_tree
+from regress.tree.layout import Location, TrtllmLayout, resolve_source_tree
 
 FindSpec = Callable[[str], object]
 

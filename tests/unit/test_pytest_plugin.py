@@ -581,7 +581,7 @@ def test_an_unrelated_project_sees_only_the_installed_switches(unrelated):
     [
         (["-p", "regress.pytest_plugin"], REGRESS_OPTIONS),
         (["-o", "regress=true"], REGRESS_OPTIONS),
-        (["-p", "regress.upstream.plugin"], ("--trtllm-src",)),
+        (["-p", "regress.check.plugin"], ("--trtllm-src",)),
     ],
     ids=["-p", "ini", "-p upstream"],
 )

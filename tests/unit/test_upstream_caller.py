@@ -7,14 +7,14 @@ import threading
 import pytest
 from _upstream_trees import build_caller_tree, build_tree
 
+from regress.check.caller import MODEL_CALLER, DraftSettings, caller_checkpoints
+from regress.check.check import _load, run_check
+from regress.check.steps import target_forward
 from regress.dsa.batch import Batch
-from regress.upstream import Ledger
-from regress.upstream.caller import MODEL_CALLER, DraftSettings, caller_checkpoints
-from regress.upstream.check import _load, run_check
-from regress.upstream.eras import Settings, all_values, plan_for
-from regress.upstream.layout import resolve_source_tree
-from regress.upstream.shells import Sandbox
-from regress.upstream.steps import target_forward
+from regress.sandbox import Ledger
+from regress.sandbox.eras import Settings, all_values, plan_for
+from regress.sandbox.shells import Sandbox
+from regress.tree.layout import resolve_source_tree
 
 WORKER = "upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker._forward_impl"
 
@@ -119,7 +119,7 @@ def test_a_worker_that_never_lets_the_metadata_rebuild_is_a_named_finding(tmp_pa
 
 
 def test_a_planned_acceptance_that_does_not_take_effect_is_a_gap_not_a_pass(tmp_path, monkeypatch):
-    import regress.upstream.workers as workers
+    import regress.sandbox.workers as workers
 
     original = workers.forward_inputs
 
@@ -157,7 +157,7 @@ def test_fused_metadata_runs_the_eager_path_under_either_gate(tmp_path, gate):
 
 
 def test_without_forcing_the_newer_gate_the_fused_stub_is_reached_a_gap(tmp_path, monkeypatch):
-    import regress.upstream.eras as eras
+    import regress.sandbox.eras as eras
 
     monkeypatch.setattr(eras, "ENV", {"TRTLLM_FUSED_DSA_METADATA": "0"})
     monkeypatch.setattr(eras, "fused_gates", lambda path: ())  # the gate not read from source

@@ -27,10 +27,10 @@ from _upstream_trees import (
 )
 from click.testing import CliRunner
 
+from regress.check.check import run_check
+from regress.check.isolation import report_from_json
 from regress.cli import cli
 from regress.errors import TERMINATED
-from regress.upstream.check import run_check
-from regress.upstream.isolation import report_from_json
 
 DSA_B = f"tensorrt_llm/{LAYOUT['B'][1]}"
 #: What each unloadable tree's cause must say, besides the upstream file and line.
@@ -71,7 +71,7 @@ def test_a_tree_that_cannot_load_is_a_gap_naming_its_file_and_line(tmp_path, how
 
 #: What names the fake (or the sandbox piece) in each gap's cause.
 FAKES = {
-    "fake_raises": "regress/upstream/fakes.py:",
+    "fake_raises": "regress/sandbox/fakes.py:",
     "fake_signature": "the fake FakeKVCacheManager.get_block_ids_per_seq() does not take",
     "fake_attribute": "the fake FakeKVCacheManager has no attribute 'pool_layout_v2'",
     "shell_name_call": "a call of `tensorrt_llm._torch.warmup_hook`",

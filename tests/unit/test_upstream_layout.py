@@ -1,6 +1,6 @@
 """Module-path resolution against small fake TensorRT-LLM trees laid out like eras A, B and C.
 
-The era table and its rule are ``regress.upstream.layout``; finding and loading the installed
+The era table and its rule are ``regress.tree.layout``; finding and loading the installed
 package is ``regress.trtllm.paths``.
 """
 
@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from regress.errors import MissingDependencyError, UsageError
+from regress.tree import layout as layouts
 from regress.trtllm import paths
-from regress.upstream import layout as layouts
 
 DSA_CLASS = (
     "TrtllmAttentionMetadata = object\n\n\n"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from _upstream_trees import LAYOUT, build_tree
 
+from regress.check import recipes
+from regress.check.check import run_check
+from regress.check.recipes import TrtllmRecipe, dsa_env, link_binaries, native_warning
 from regress.cli import child
 from regress.errors import MissingDependencyError, UsageError
-from regress.upstream import recipes
-from regress.upstream.check import run_check
-from regress.upstream.layout import ERAS
-from regress.upstream.recipes import TrtllmRecipe, dsa_env, link_binaries, native_warning
+from regress.tree.layout import ERAS
 
 A = "tensorrt_llm/_torch/attention_backend/sparse/dsa.py"
 B = "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py"

@@ -1,6 +1,6 @@
 """Per-era table: which real modules run, what the stubs must answer, how metadata is built.
 
-Era detection is :func:`regress.upstream.layout.resolve_source_tree` (one table of eras for all
+Era detection is :func:`regress.tree.layout.resolve_source_tree` (one table of eras for all
 of regress); this module only adds what the sandbox needs per era. Needs were found by running the
 real files (``../shared/trtllm-facts.md``, "Running upstream DSA metadata on a CPU"): era B @
 e5c90626 (``attention_backend/sparse/dsa/metadata.py`` with ``indexer.py``, ``trtllm.py``,
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regress.upstream import Ledger, SandboxGap
-from regress.upstream.fakes import (
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.fakes import (
     FakeDeepseekV4CacheManager,
     FakeKVCacheManager,
     RecordingLogger,
 )
-from regress.upstream.layout import ERAS, TrtllmLayout
-from regress.upstream.stubs import StubModule, is_placeholder
+from regress.sandbox.stubs import StubModule, is_placeholder
+from regress.tree.layout import ERAS, TrtllmLayout
 
 #: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
 #: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (layout.ERAS).
@@ -84,7 +84,7 @@ _FUSED_GATE = re.compile(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z0-9_]*FUSE
 
 #: The one-model speculative workers' modules (relative to ``tensorrt_llm/``), executed from
 #: source when present so that ``regress check`` drives upstream's own draft loop
-#: (:mod:`regress.upstream.workers`); ``interface.py`` holds ``SpecWorkerBase``.
+#: (:mod:`regress.sandbox.workers`); ``interface.py`` holds ``SpecWorkerBase``.
 CALLER_FILES: tuple[str, ...] = (
     "_torch/speculative/interface.py",
     "_torch/speculative/eagle3.py",
@@ -328,7 +328,7 @@ def build_params(params_cls: type, ledger: Ledger) -> Any:
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise SandboxGap(
                 f"a value for the required field {params_cls.__qualname__}.{f.name}",
-                hint="Add it to regress.upstream.eras.SPARSE_SETTINGS.",
+                hint="Add it to regress.sandbox.eras.SPARSE_SETTINGS.",
             )
     ledger.note(
         "collaborator", params_cls.__qualname__, f"real dataclass, fields set: {sorted(kwargs)}"
@@ -340,7 +340,7 @@ def build_params(params_cls: type, ledger: Ledger) -> Any:
 class Upstream:
     """The loaded real classes of one tree and how to construct its metadata.
 
-    ``sandbox`` is the live :class:`~regress.upstream.shells.Sandbox` (scenarios that load one
+    ``sandbox`` is the live :class:`~regress.sandbox.shells.Sandbox` (scenarios that load one
     more real module, like the layer-wise runner, go through it).
     """
 
@@ -350,7 +350,7 @@ class Upstream:
     kv_cache_params_cls: type
     ledger: Ledger
     sandbox: Any = None
-    workers: Any = None  # regress.upstream.workers.Catalog, loaded on first use
+    workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
 
     def make_metadata(
         self,

@@ -1,8 +1,8 @@
 """What a scenario of ``regress check`` records, and how it judges one checkpoint of a draft loop.
 
-Shared by every scenario module (:mod:`regress.upstream.scenarios` holds the table), so that a
-checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.upstream.maps` at
-every point where upstream guarantees them (:class:`regress.upstream.caller.Checkpoint`), and the
+Shared by every scenario module (:mod:`regress.check.scenarios` holds the table), so that a
+checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.tree.maps` at
+every point where upstream guarantees them (:class:`regress.check.caller.Checkpoint`), and the
 indexer-K pages the slot mapping writes. A stale map at a draft forward that the caller never let
 the metadata rebuild (it changed ``seq_lens`` and called no ``update_for_spec_dec()`` /
 ``on_update_kv_lens()`` since) is a finding about the caller, reported ``warn``: whether the draft
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from regress.check.caller import CallerRun, DraftSettings, caller_checkpoints
+from regress.check.results import NO_REBUILD, ScenarioResult, Step
 from regress.dsa.announce import mtp_shape_params
 from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import Violation, check_slot_ownership
-from regress.upstream.caller import CallerRun, DraftSettings, caller_checkpoints
-from regress.upstream.cuda import regress_side
-from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.maps import TOKEN_MAPS, check_maps
-from regress.upstream.results import NO_REBUILD, ScenarioResult, Step
+from regress.sandbox.cuda import regress_side
+from regress.sandbox.fakes import FakeKVCacheManager
+from regress.tree.maps import TOKEN_MAPS, check_maps
 
 
 def Layout(name: str, seq_lens: tuple[int, ...], num_contexts: int = 0, max_draft_len: int = 4):
@@ -92,7 +92,7 @@ def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Vi
 
 
 def judge(cp: Any, result: ScenarioResult, *, pages: Any = None) -> None:
-    """Judge one :class:`~regress.upstream.caller.Checkpoint` where upstream guarantees the maps."""
+    """Judge one :class:`~regress.check.caller.Checkpoint` where upstream guarantees the maps."""
     label, md = cp
     if not cp.guaranteed or getattr(md, "seq_lens", None) is None:
         return

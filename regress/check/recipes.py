@@ -1,9 +1,10 @@
 """The TensorRT-LLM bisect recipes: builds and environment per worktree of a source checkout.
 
-Registered by name with the bisect when this module is imported (``--recipe NAME``):
+Registry entries (:data:`RECIPES`, declared in ``pyproject.toml`` under ``regress.recipes``),
+chosen with ``--recipe NAME``:
 
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
-  (:func:`regress.upstream.check.run_check`). "Contracts hold" is good, "a contract is broken"
+  (:func:`regress.check.check.run_check`). "Contracts hold" is good, "a contract is broken"
   bad; a commit that is not a TensorRT-LLM tree with DSA (e.g. before DSA existed) or that the
   check cannot judge (it does not import, exits or hangs while loading, or needs what the sandbox
   fakes) is untestable: git bisect's skip, so the search steps around it.
@@ -18,7 +19,7 @@ Registered by name with the bisect when this module is imported (``--recipe NAME
 
 The probe runs with ``PYTHONPATH`` = the worktree, so it imports that commit's Python code, and
 with ``REGRESS_DSA_ERA`` / ``REGRESS_DSA_MODULE`` / ``REGRESS_DSA_IMPORT`` naming the DSA metadata
-of the commit's era as :func:`regress.upstream.layout.resolve_source_tree` finds it: the one era
+of the commit's era as :func:`regress.tree.layout.resolve_source_tree` finds it: the one era
 rule, so the recipe and ``regress check`` never disagree about a tree. Commits that touch ``cpp/``
 need a real rebuild; the recipe warns when the range has any.
 """
@@ -35,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regress.bisect.causes import SKIP_EXIT_CODE
-from regress.bisect.registry import register_recipe
 from regress.errors import MissingDependencyError, UsageError
-from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+from regress.plugins import Option, Plugin
+from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)
@@ -202,22 +203,37 @@ def probe_exit_code(
 ) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
 
-    The check runs in a child process (:mod:`regress.upstream.isolation`), so a commit whose code
+    The check runs in a child process (:mod:`regress.check.isolation`), so a commit whose code
     exits or hangs while loading is a gap (skip), never a good or bad verdict.
 
     Returns:
         The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
     """
-    from regress.upstream.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+    from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
 
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
     return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
 
 
-register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
-register_recipe(
-    "trtllm-precompiled",
-    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
-    reads=("wheel",),
+#: The recipes' registry entries, declared under the ``regress.recipes`` entry-point group.
+RECIPES = (
+    Plugin(
+        "trtllm",
+        "TensorRT-LLM, Python-only: the installed wheel's compiled files linked into each "
+        "worktree; the DSA module path per era in the probe's environment",
+        lambda config: TrtllmRecipe(mode="overlay"),
+    ),
+    Plugin(
+        "trtllm-precompiled",
+        "TensorRT-LLM, Python-only: TRTLLM_USE_PRECOMPILED=1 pip install -e . per worktree "
+        "(use --jobs 1)",
+        lambda config: TrtllmRecipe(mode="precompiled", wheel=config.options.get("wheel")),
+        (Option("wheel", "--wheel", "TRTLLM_PRECOMPILED_LOCATION.", metavar="WHEEL"),),
+    ),
+    Plugin(
+        "trtllm-source",
+        "TensorRT-LLM, no build: each commit judged by `regress check` on the CPU (the probe "
+        "command is supplied)",
+        lambda config: SourceRecipe(),
+    ),
 )
-register_recipe("trtllm-source", lambda config: SourceRecipe())

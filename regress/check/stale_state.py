@@ -1,7 +1,7 @@
 """``stale_state``: the stale-state oracle on the real metadata classes of a tree, in the sandbox.
 
 At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree
-has one, :mod:`regress.upstream.stale_loop`; regress's model of the MTP-Eagle loop else) and
+has one, :mod:`regress.check.stale_loop`; regress's model of the MTP-Eagle loop else) and
 after the next forward's ``prepare()``, a fresh object of the same class, built with the same construction
 settings and announcement, is given the batch the live one describes and prepared the way the
 executor prepares (:func:`regress.dsa.batch.prepare_batch`, cached lengths through
@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from regress.check.results import ScenarioResult, Step
+from regress.check.stale_loop import draft_loop
+from regress.check.steps import tree_prepare
 from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
 from regress.dsa.fresh import Blueprint
@@ -32,12 +35,9 @@ from regress.dsa.stale_batches import BATCHES, CAPACITY, MAX_TOKENS, next_forwar
 from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
 from regress.dsa.staleness import StaleField
 from regress.dsa.write_log import WriteLog
-from regress.upstream.eras import Upstream, build_params
-from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
-from regress.upstream.maps import dsa_family, load_class
-from regress.upstream.results import ScenarioResult, Step
-from regress.upstream.stale_loop import draft_loop
-from regress.upstream.steps import tree_prepare
+from regress.sandbox.eras import Upstream, build_params
+from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+from regress.tree.maps import dsa_family, load_class
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -87,11 +87,10 @@ def _blueprint(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: B
 def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    ``loop(live, k, accepted)`` runs one draft loop (:func:`regress.upstream.stale_loop.draft_loop`:
-    upstream's worker where the tree has one). The next forward
-    (:func:`regress.dsa.stale_batches.next_forward`) batches the same requests, all generations
-    now, in reverse order, so every buffer row changes hands. Its checkpoints are labelled
-    ``f2:<label>``; the allow table matches the label after the colon.
+    from regress.check.steps import tree_prepare
+    from regress.sandbox.eras import Upstream, build_params
+    from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+    from regress.tree.maps import dsa_family, load_class
     """
     k = batch.max_draft_len
     yield from loop(live, k, batch.accepted())
@@ -170,7 +169,7 @@ V4_CLASS = "DeepseekV4TrtllmAttentionMetadata"
 
 
 def _subclass(up: Upstream, found: Any) -> Subject | None:
-    """A DSA subclass of the tree (:func:`regress.upstream.maps.dsa_family`), or None."""
+    """A DSA subclass of the tree (:func:`regress.tree.maps.dsa_family`), or None."""
     cls = load_class(up, found)
     if not (isinstance(cls, type) and issubclass(cls, up.metadata_cls)):
         return None  # another class carrying a map (QSA's): not built like DSA's
@@ -188,10 +187,10 @@ def _subclass(up: Upstream, found: Any) -> Subject | None:
 def subjects(up: Upstream) -> list[Subject]:
     """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
 
-    Subclasses are found as :mod:`regress.upstream.maps` finds the DSA family (DeepSeek-V4's, in
+    Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
     era C); their modules and the sibling modules they import run from source.
     """
-    from regress.upstream.layout import DSA_METADATA_CLASS
+    from regress.tree.layout import DSA_METADATA_CLASS
 
     layout = up.plan.layout
     trtllm = up.sandbox.load(layout.trtllm_metadata.module)

@@ -2,12 +2,12 @@
 
 ``regress check`` may only blame a tree for what the tree's own code did on real inputs. An
 exception is the tree's when the innermost frame that is not library code (the standard library,
-torch, the device pass-through of :mod:`regress.upstream.cuda`) lies in the tree. Everything else
+torch, the device pass-through of :mod:`regress.sandbox.cuda`) lies in the tree. Everything else
 is a gap, with the cause and the innermost upstream frame (``path:line in fn()``) named:
 
-* ``sandbox``: a strict stub was used, or a fake of :mod:`regress.upstream.fakes` /
-  :mod:`regress.upstream.drafts` (the draft model and spec metadata handed to upstream's worker)
-  / value of :mod:`regress.upstream.eras` raised, was called with arguments it does not take, or
+* ``sandbox``: a strict stub was used, or a fake of :mod:`regress.sandbox.fakes` /
+  :mod:`regress.sandbox.drafts` (the draft model and spec metadata handed to upstream's worker)
+  / value of :mod:`regress.sandbox.eras` raised, was called with arguments it does not take, or
   lacks an attribute upstream reads;
 * ``runtime``: upstream reached the CUDA runtime (``torch.cuda.*``) or a compiled custom operator
   (``torch.ops.trtllm.*``), which a CPU build of torch does not have;
@@ -16,7 +16,7 @@ is a gap, with the cause and the innermost upstream frame (``path:line in fn()``
 * ``driver``: regress's own scenario code failed on what the tree gave it.
 
 Callers decide what a gap means: ``regress check`` exits 3; a run of upstream's own unit tests
-(:mod:`regress.upstream.pytest_sandbox`) skips a test only for ``sandbox`` and ``runtime``, since
+(:mod:`regress.sandbox.pytest_sandbox`) skips a test only for ``sandbox`` and ``runtime``, since
 an import error or an exit fails that test on a GPU box too.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from regress.upstream import SandboxGap
+from regress.sandbox import SandboxGap
 
 _HERE = Path(__file__).resolve().parent
 _REGRESS = _HERE.parent

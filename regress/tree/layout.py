@@ -158,7 +158,7 @@ def _locate_base(package_dir: Path, backends: str, stem: str, class_name: str) -
     if not _defines_class(file, class_name):
         raise TrtllmLayoutError(
             f"{class_name} is not defined in {file}; this TensorRT-LLM tree has a layout regress "
-            "does not know. Update regress.upstream.layout.ERAS."
+            "does not know. Update regress.tree.layout.ERAS."
         )
     return Location(_module_name(package_dir, file), file, class_name)
 
@@ -225,6 +225,6 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
             "".join(hints)
             if hints
             else " The tree predates DSA or moved it again; mark this "
-            "commit as skipped or extend regress.upstream.layout.ERAS."
+            "commit as skipped or extend regress.tree.layout.ERAS."
         )
     )

@@ -2,7 +2,7 @@
 
 :func:`caller_checkpoints` takes the loaded tree, a prepared metadata object and the draft
 settings, runs the best caller available and yields ``(label, metadata)`` after every metadata
-call the caller makes, so that any checker (the map contracts of :mod:`regress.upstream.scenarios`,
+call the caller makes, so that any checker (the map contracts of :mod:`regress.check.scenarios`,
 the stale-state oracle) looks at the live object at exactly the moments upstream's loop touches
 it. Labels name the call: ``update_for_spec_dec#1``, ``on_update#2``, ``restore_from_spec_dec#1``,
 and ``draft_forward_<i>`` when the worker runs draft step ``i``'s model, the point where a draft
@@ -14,9 +14,9 @@ wrapped on this one instance (the sentinel's way), and only the outermost call y
 returned. Upstream's worker is one synchronous call, so it runs in a helper thread that hands
 control over at each checkpoint and waits until the consumer asks for the next one: only one of
 the two threads runs at any time. A consumer that stops early ends the worker at its next
-checkpoint. The placement rewrite of :mod:`regress.upstream.cuda` is per thread and is entered
+checkpoint. The placement rewrite of :mod:`regress.sandbox.cuda` is per thread and is entered
 in the helper thread too. An exception in upstream's code reaches the consumer unchanged (its
-traceback still ends in the tree, for :mod:`regress.upstream.blame`).
+traceback still ends in the tree, for :mod:`regress.sandbox.blame`).
 
 Usage (a one-line change from ``draft_checkpoints(md, k, accepted)``)::
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regress.dsa.lifecycle import GUARANTEED_AFTER, draft_checkpoints
-from regress.upstream import workers
+from regress.sandbox import workers
 
 MODEL_CALLER = "regress model (regress/dsa/lifecycle.py::iter_draft_loop)"
 #: Methods whose return is a rebuild point: upstream guarantees the maps match the layout there.
@@ -137,7 +137,7 @@ def caller_checkpoints(
     """Run the best draft-loop caller on ``metadata`` and yield after every metadata call.
 
     Args:
-        up: the loaded tree (:class:`regress.upstream.eras.Upstream`).
+        up: the loaded tree (:class:`regress.sandbox.eras.Upstream`).
         metadata: a prepared metadata object (the target forward's layout).
         settings: the draft loop to run (:class:`DraftSettings`).
         thread_context: entered in the worker's helper thread around the worker's call (a
@@ -271,8 +271,8 @@ def _upstream_source(
 
 def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun, context) -> None:
     """The helper thread: build the worker, run one forward, hand over at every checkpoint."""
-    from regress.upstream.cuda import device_mode, regress_side
-    from regress.upstream.drafts import FakeResourceManager
+    from regress.sandbox.cuda import device_mode, regress_side
+    from regress.sandbox.drafts import FakeResourceManager
 
     try:
         with device_mode(up.ledger), context():

@@ -1,7 +1,7 @@
 """The draft loops the stale-state oracle judges: upstream's own worker where the tree has one.
 
 :func:`draft_loop` runs one draft loop on the live metadata through the one seam to upstream's
-callers (:func:`regress.upstream.caller.caller_checkpoints`) and turns the caller's checkpoints
+callers (:func:`regress.check.caller.caller_checkpoints`) and turns the caller's checkpoints
 into the oracle's (:class:`regress.dsa.stale_check.Checkpoint`). Where the tree has no one-model
 worker, or the layout is one no worker takes, regress's model of the loop runs instead
 (:func:`regress.dsa.stale_check.draft_loop_checkpoints`), as the caller itself falls back.
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from regress.check.caller import DraftSettings, caller_checkpoints
 from regress.dsa.stale_check import Checkpoint, draft_loop_checkpoints, saved_fields
-from regress.upstream.caller import DraftSettings, caller_checkpoints
 
 #: The metadata calls after which upstream guarantees the derived buffers match the layout.
 REFRESHES = ("update_for_spec_dec", "on_update_kv_lens")

@@ -1,8 +1,8 @@
 """What a scenario of ``regress check`` reports: its verdict and what each checked step saw.
 
-Shared by the scenario modules (:mod:`regress.upstream.scenarios`,
-:mod:`regress.upstream.draft_scenarios`, :mod:`regress.upstream.stale_state`, and the checkpoint
-judging of :mod:`regress.upstream.steps`), the report and the child process that rebuilds it, so
+Shared by the scenario modules (:mod:`regress.check.scenarios`,
+:mod:`regress.check.draft_scenarios`, :mod:`regress.check.stale_state`, and the checkpoint
+judging of :mod:`regress.check.steps`), the report and the child process that rebuilds it, so
 no scenario module imports another.
 """
 

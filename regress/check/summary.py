@@ -7,7 +7,7 @@ per scenario what was checked and the first finding, then everything the sandbox
 
 from __future__ import annotations
 
-from regress.upstream.report import CheckReport
+from regress.check.report import CheckReport
 
 VERDICTS = {
     "pass": "contracts hold",
@@ -48,7 +48,7 @@ def _finding(result) -> str:
 
 
 def _draft_loop(source: str) -> str | None:
-    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+    from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
     try:
         layout = resolve_source_tree(source)

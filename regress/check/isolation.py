@@ -3,7 +3,7 @@
 The check executes upstream code: its modules at import, its methods in the scenarios. In one
 process, ``sys.exit(0)`` or ``os._exit(0)`` at import would end ``regress check`` with 0 and no
 report, and a ``while True`` would hang it. :func:`run_check_isolated` runs
-:func:`regress.upstream.check.run_check` in a child (its own process group, killed with it) that
+:func:`regress.check.check.run_check` in a child (its own process group, killed with it) that
 writes its report to a file only the parent names, stamped with a token only the parent knows.
 No complete report is a gap (exit 3), whatever the child's exit status, and the cause is named:
 
@@ -33,9 +33,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from regress.upstream import Fake, Ledger
-from regress.upstream.eras import Settings
-from regress.upstream.report import CheckReport
+from regress.check.report import CheckReport
+from regress.sandbox import Fake, Ledger
+from regress.sandbox.eras import Settings
 
 #: Seconds the tree's loading and the scenarios may take by default (about 1 s on 2 busy cores).
 DEFAULT_TIMEOUT_S = 60.0
@@ -61,12 +61,12 @@ def run_check_isolated(
     settings: Settings | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> CheckReport:
-    """:func:`~regress.upstream.check.run_check` in a child process; see the module docstring.
+    """:func:`~regress.check.check.run_check` in a child process; see the module docstring.
 
     A tree that is not TensorRT-LLM is reported without starting a child. ``seconds`` is the wall
     time of the whole check, interpreter start of the child included.
     """
-    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+    from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
     started = time.monotonic()
     report = CheckReport(source=str(source))
@@ -214,8 +214,8 @@ def _cause(returncode: int, timed_out: bool, stderr: str, timeout: float, root: 
 
 def report_from_json(doc: dict[str, Any]) -> CheckReport:
     """The :class:`CheckReport` that :meth:`CheckReport.to_json` wrote."""
+    from regress.check.scenarios import ScenarioResult, Step
     from regress.dsa.invariants import Violation
-    from regress.upstream.scenarios import ScenarioResult, Step
 
     sandbox = doc.get("sandbox", {})
     ledger = Ledger(
@@ -247,7 +247,7 @@ def report_from_json(doc: dict[str, Any]) -> CheckReport:
 
 def _guard_os_exit(root: Path) -> None:
     """Make ``os._exit`` name its upstream caller on stderr before it ends the process."""
-    from regress.upstream.stubs import call_site
+    from regress.sandbox.stubs import call_site
 
     def _exit(status: int) -> None:
         site = call_site(root) or "a frame outside the tree"
@@ -273,8 +273,8 @@ def run_child(work: Path) -> int:
     # with 1: a whole check 2.8 s -> 1.6 s).
     torch.set_num_threads(1)
 
+    from regress.check.check import run_check
     from regress.files import write_json_atomic
-    from regress.upstream.check import run_check
 
     faulthandler.dump_traceback_later(request["timeout"], exit=True)
     settings = Settings(sm=request["sm"], num_sms=request["num_sms"])

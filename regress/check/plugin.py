@@ -1,12 +1,12 @@
 """pytest side of ``regress check``: ``--trtllm-src PATH`` (or ``$REGRESS_TRTLLM_SRC``).
 
 Loaded by :mod:`regress.pytest_plugin` for a project that opted in (``regress = true`` in its
-pytest ini, or ``-p regress.pytest_plugin``), or on its own with ``-p regress.upstream.plugin``;
+pytest ini, or ``-p regress.pytest_plugin``), or on its own with ``-p regress.check.plugin``;
 an unrelated project with regress installed never sees the option or the fixture. Tests that take the ``trtllm_src`` fixture run the
 contract scenarios against that real TensorRT-LLM tree; without one they are collected and
 skipped with the reason, so a CPU CI that has no TensorRT-LLM checkout stays green and honest.
 Test paths inside the tree are upstream's own unit tests: they run through the sandbox, CUDA on
-the CPU (:mod:`regress.upstream.pytest_sandbox`).
+the CPU (:mod:`regress.sandbox.pytest_sandbox`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from regress.upstream.check import ENV_VAR
+from regress.check.check import ENV_VAR
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +41,6 @@ def trtllm_src(pytestconfig: pytest.Config) -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     value = config.getoption("regress_trtllm_src") or os.environ.get(ENV_VAR)
     if value:
-        from regress.upstream.pytest_sandbox import register
+        from regress.sandbox.pytest_sandbox import register
 
         register(config, Path(value))

@@ -24,7 +24,7 @@ class SandboxGap(EngineError):
     def __init__(self, piece: str, site: str | None = None, *, hint: str = "") -> None:
         where = f" at {site}" if site else ""
         message = f"the sandbox cannot run this tree: upstream needs {piece}{where}. " + (
-            hint or "Add a value for it to regress.upstream.eras if faking it is safe."
+            hint or "Add a value for it to regress.sandbox.eras if faking it is safe."
         )
         super().__init__(message)
         self.piece = piece

@@ -2,8 +2,8 @@
 
 Each scenario builds metadata the way upstream callers do and checks the contracts of
 :mod:`regress.dsa.invariants` at every step. The draft loop is the best caller the tree has
-(:func:`regress.upstream.caller.caller_checkpoints`): upstream's own one-model worker
-(``speculative/eagle3.py::MTPEagleWorker`` and the others of :mod:`regress.upstream.workers`),
+(:func:`regress.check.caller.caller_checkpoints`): upstream's own one-model worker
+(``speculative/eagle3.py::MTPEagleWorker`` and the others of :mod:`regress.sandbox.workers`),
 checked at every metadata call it makes, or, in a tree without one, :mod:`regress.dsa.lifecycle`'s
 model of it. Every result's note names the caller.
 
@@ -13,7 +13,7 @@ config facts"): built without ``seq_lens``; ``update_spec_dec_param()`` first
 (``model_engine.forward``), then the batch fields and ``prepare()``, the draft loop with its
 restore, and the next forward. The runtime :class:`~regress.dsa.sentinel.Sentinel` is attached
 throughout: it must neither crash nor flag a fixed build, and must flag a pre-fix one. Scenario 2b
-runs the layer-wise runner's guard. The scenarios of :mod:`regress.upstream.draft_scenarios` run
+runs the layer-wise runner's guard. The scenarios of :mod:`regress.check.draft_scenarios` run
 every worker, every DSA-family class and the newer paths.
 """
 
@@ -25,24 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from regress.dsa.announce import mtp_shape_params
-from regress.dsa.invariants import Violation, check_announced_width
-from regress.dsa.sentinel import SENTINEL_ERROR
-from regress.upstream import SandboxGap
-from regress.upstream.caller import DraftSettings, caller_checkpoints
-from regress.upstream.draft_scenarios import (
+from regress.check.caller import DraftSettings, caller_checkpoints
+from regress.check.draft_scenarios import (
     draft_callers,
     draft_kv_cache,
     fused_metadata,
     metadata_classes,
     ragged_verify,
 )
-from regress.upstream.eras import Upstream
-from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.maps import check_maps
-from regress.upstream.shells import Sandbox
-from regress.upstream.stale_state import stale_state
-from regress.upstream.steps import (
+from regress.check.stale_state import stale_state
+from regress.check.steps import (
     Layout,
     ScenarioResult,
     Step,
@@ -51,6 +43,14 @@ from regress.upstream.steps import (
     observe,
     target_forward,
 )
+from regress.dsa.announce import mtp_shape_params
+from regress.dsa.invariants import Violation, check_announced_width
+from regress.dsa.sentinel import SENTINEL_ERROR
+from regress.sandbox import SandboxGap
+from regress.sandbox.eras import Upstream
+from regress.sandbox.fakes import FakeKVCacheManager
+from regress.sandbox.shells import Sandbox
+from regress.tree.maps import check_maps
 
 __all__ = ["SCENARIOS", "Layout", "ScenarioResult", "Step"]
 

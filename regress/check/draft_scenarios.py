@@ -1,12 +1,12 @@
 """The scenarios of upstream's callers and newer paths: every worker, every DSA-family class, and
 fused metadata, a separate draft KV cache and ragged verification.
 
-Each runs the tree's own code (:func:`regress.upstream.caller.caller_checkpoints`) and judges
-every checkpoint with :func:`regress.upstream.steps.judge`. What the tree does not have is a
+Each runs the tree's own code (:func:`regress.check.caller.caller_checkpoints`) and judges
+every checkpoint with :func:`regress.check.steps.judge`. What the tree does not have is a
 ``skip`` with the reason; what the sandbox cannot build is a ``gap``, never a verdict: only a
 contract broken while upstream's caller drives upstream's metadata fails a tree.
 
-* ``draft_callers``: every one-model worker class found (:mod:`regress.upstream.workers`) runs its
+* ``draft_callers``: every one-model worker class found (:mod:`regress.sandbox.workers`) runs its
   own draft loop with zero, partial and full acceptance; then, for the preferred worker, a batch
   that mixes contexts and generations (the restore must bring back ``num_contexts`` and
   ``host_request_types``, as upstream's newer ``SpecWorkerBase`` does and pins in its test of the
@@ -14,7 +14,7 @@ contract broken while upstream's caller drives upstream's metadata fails a tree.
 * ``metadata_classes``: every DSA-family metadata class of the tree (:func:`maps.dsa_family`), each
   map it carries checked after every call of the preferred caller.
 * ``fused_metadata``: the eager path with the tree's fused-metadata gate forced off
-  (:data:`regress.upstream.eras.ENV`); the fused Triton kernel itself is never run.
+  (:data:`regress.sandbox.eras.ENV`); the fused Triton kernel itself is never run.
 * ``draft_kv_cache``: a separate draft KV cache (``use_separate_draft_kv_cache``): the worker
   switches managers around its draft forwards (``draft_kv_cache_context``).
 * ``ragged_verify``: per-request verification windows (``ragged_verify_lens``) and the device
@@ -26,10 +26,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from regress.upstream.caller import DraftSettings, caller_checkpoints
-from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.maps import check_maps, dsa_family, load_class, maps_of
-from regress.upstream.steps import (
+from regress.check.caller import DraftSettings, caller_checkpoints
+from regress.check.steps import (
     Layout,
     ScenarioResult,
     caller_note,
@@ -38,7 +36,9 @@ from regress.upstream.steps import (
     observe,
     target_forward,
 )
-from regress.upstream.workers import catalog
+from regress.sandbox.fakes import FakeKVCacheManager
+from regress.sandbox.workers import catalog
+from regress.tree.maps import check_maps, dsa_family, load_class, maps_of
 
 #: The acceptance pattern every worker gets: full, zero, partial, partial (bonus counted).
 ACCEPTED = [4, 1, 2, 3]
@@ -126,7 +126,7 @@ def _no_drafting(up: Any, worker: str) -> ScenarioResult:
 
 def metadata_classes(up: Any) -> list[ScenarioResult]:
     """Every DSA-family class of the tree, every map it carries, after every caller's call."""
-    from regress.upstream.layout import DSA_METADATA_CLASS
+    from regress.tree.layout import DSA_METADATA_CLASS
 
     plan = up.plan
     sparse = plan.layout.dsa_metadata.file.parent.parent.relative_to(plan.layout.package_dir)
@@ -137,7 +137,7 @@ def metadata_classes(up: Any) -> list[ScenarioResult]:
             cls = load_class(up, found)
             md, kvm = _build(up, cls)
         except Exception as exc:  # built with regress's fakes: not a contract of the tree
-            from regress.upstream.blame import blame, describe
+            from regress.sandbox.blame import blame, describe
 
             result.status = "gap"
             result.note = f"could not build {found.name} in the sandbox: " + describe(
@@ -250,7 +250,7 @@ def ragged_verify(up: Any) -> list[ScenarioResult]:
         if hasattr(md, "apply_device_ragged_layout"):
             _device_windows(md, result)
     except Exception as exc:  # regress chose the windows: a refusal is not a verdict
-        from regress.upstream.blame import blame, describe
+        from regress.sandbox.blame import blame, describe
 
         result.status, result.violations = "gap", []
         how = f"built with {RAGGED_SWITCH}=True" if switch else f"no {RAGGED_SWITCH} switch"

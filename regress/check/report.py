@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from regress.check.scenarios import ScenarioResult
 from regress.errors import BAD_INPUT, FAILED, OK, UNFINISHED
-from regress.upstream import Ledger
-from regress.upstream.scenarios import ScenarioResult
+from regress.sandbox import Ledger
 
 #: Exit codes of ``regress check`` (``regress.errors.EXIT_CODES``): contracts hold / one broken /
 #: not a TensorRT-LLM tree / the sandbox cannot load the tree.

@@ -3,7 +3,7 @@
 Every ``tensorrt_llm`` package directory becomes an empty *shell* module whose ``__path__`` points
 into the tree, so ``tensorrt_llm/__init__.py`` (which loads the compiled bindings) never runs.
 Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module and
-the third-party packages of :data:`regress.upstream.stubs.THIRD_PARTY` are strict stubs. A shell
+the third-party packages of :data:`regress.sandbox.stubs.THIRD_PARTY` are strict stubs. A shell
 still answers the names its ``__init__`` re-exports from a real submodule
 (``from ..attention_backend import AttentionMetadata`` in ``speculative/eagle3.py``, stored id
 51981746824): the ``from .interface import AttentionMetadata`` lines of the package's
@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from regress.upstream import Ledger, SandboxGap
-from regress.upstream.cuda import cuda_on_cpu
-from regress.upstream.stubs import THIRD_PARTY, StubModule
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.cuda import cuda_on_cpu
+from regress.sandbox.stubs import THIRD_PARTY, StubModule
 
 ROOT_PACKAGE = "tensorrt_llm"
 
@@ -211,5 +211,5 @@ class Sandbox:
         except ImportError as exc:
             raise SandboxGap(
                 f"an importable {exc.name or module} (importing {module}: {exc})",
-                hint="Mark it real or stubbed in regress.upstream.eras.",
+                hint="Mark it real or stubbed in regress.sandbox.eras.",
             ) from exc

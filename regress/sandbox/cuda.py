@@ -14,10 +14,10 @@ CUDA APIs with no CPU meaning are faked too, since on a CPU build of torch they 
 through them is trivially satisfied; what they would order on a GPU is not checked here. Upstream
 ends DSA ``prepare()`` with ``torch.cuda.Event().record()`` (the host-stage ring of
 ``_record_prepare_host_stage_slot``, ``attention_backend/sparse/dsa/metadata.py`` stored id
-57530523289). Every interception is counted in the :class:`~regress.upstream.Ledger`.
+57530523289). Every interception is counted in the :class:`~regress.sandbox.Ledger`.
 
 The function mode that rewrites placement is per thread in torch: code run in another thread
-(the upstream worker a :mod:`regress.upstream.caller` run drives) enters :func:`device_mode`.
+(the upstream worker a :mod:`regress.check.caller` run drives) enters :func:`device_mode`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from regress.upstream import Ledger
+from regress.sandbox import Ledger
 
 
 def _is_cuda(device: Any) -> bool:

@@ -10,7 +10,7 @@ a seeded generator) and returns tensors of the shapes the workers index: hidden 
 the attention metadata at every draft forward, the point where a real draft layer's attention
 kernels would read the DSA maps.
 
-This module is one of the sandbox's (:data:`regress.upstream.blame.SANDBOX_MODULES`): a fake
+This module is one of the sandbox's (:data:`regress.sandbox.blame.SANDBOX_MODULES`): a fake
 here that upstream's call does not fit (a missing attribute, an argument it does not take) is a
 gap, never a verdict on the tree.
 """
@@ -177,7 +177,7 @@ class FakeDraftModel:
 
     def forward_inputs(self, inputs: dict[str, Any]) -> Any:
         """One draft forward: the metadata is looked at first, then hidden states come back."""
-        from regress.upstream.cuda import regress_side
+        from regress.sandbox.cuda import regress_side
 
         self.forwards += 1
         self.on_forward(inputs["attn_metadata"])

@@ -1,6 +1,6 @@
 """Upstream's one-model speculative workers: found in the tree, built, and given one forward's inputs.
 
-The workers are found by inspecting the modules of :data:`regress.upstream.eras.CALLER_FILES`
+The workers are found by inspecting the modules of :data:`regress.sandbox.eras.CALLER_FILES`
 once they are executed in the sandbox, never by line: every class defined there that subclasses
 ``SpecWorkerBase`` (``speculative/interface.py``) or, in trees older than it, an ``nn.Module``
 whose draft-loop method takes ``attn_metadata``, ``spec_metadata`` and ``draft_model``. Which
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regress.upstream import drafts
+from regress.sandbox import drafts
 
 #: Worker classes regress knows how to feed, in the order a draft-loop scenario prefers them
 #: (MTP-Eagle first: the loop DSA models run). ``mode`` names the ``SpeculativeDecodingMode``
@@ -99,7 +99,7 @@ def catalog(up: Any) -> Catalog:
         try:
             module = sandbox.load(name)
         except Exception as exc:  # the module is upstream's; what it needs may be missing
-            from regress.upstream.blame import blame, describe
+            from regress.sandbox.blame import blame, describe
 
             found.problems.append(f"{name}: {describe(exc, blame(exc, up.plan.checkout))}")
             continue

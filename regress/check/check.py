@@ -7,14 +7,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from regress.check.report import CheckReport
+from regress.check.scenarios import OPT_IN, SCENARIOS, ScenarioResult
 from regress.progress import Progress
-from regress.upstream import Ledger, SandboxGap
-from regress.upstream.blame import blame, describe
-from regress.upstream.eras import Settings, Upstream, all_values, plan_for
-from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
-from regress.upstream.report import CheckReport
-from regress.upstream.scenarios import OPT_IN, SCENARIOS, ScenarioResult
-from regress.upstream.shells import Sandbox
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.blame import blame, describe
+from regress.sandbox.eras import Settings, Upstream, all_values, plan_for
+from regress.sandbox.shells import Sandbox
+from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
@@ -111,7 +111,7 @@ def _run(fn, up: Upstream, name: str) -> tuple[list[ScenarioResult], str | None]
 
     Only an exception whose innermost non-library frame is upstream's is a verdict (a broken
     contract); one raised in a fake, a stub, the CUDA runtime, an import, an exit or regress's own
-    driver is a gap (:mod:`regress.upstream.blame`).
+    driver is a gap (:mod:`regress.sandbox.blame`).
     """
     try:
         return fn(up), None

@@ -5,13 +5,13 @@ CUDA. When every test path on the command line lies inside the ``--trtllm-src`` 
 :func:`register` installs :class:`SandboxedTests` for the run (only then, the way pytest-xdist
 registers its session only when distributing), and:
 
-* ``import tensorrt_llm...`` resolves through :class:`~regress.upstream.shells.Sandbox`: the era's
+* ``import tensorrt_llm...`` resolves through :class:`~regress.sandbox.shells.Sandbox`: the era's
   real modules, plus the DSA package ``__init__`` (so ``from tensorrt_llm._torch.attention.
   backends.sparse.dsa import X`` gets upstream's own re-exports), strict stubs for the rest;
-* CUDA is on the CPU (:mod:`regress.upstream.cuda`), and ``torch.cuda.is_available()`` is True,
+* CUDA is on the CPU (:mod:`regress.sandbox.cuda`), and ``torch.cuda.is_available()`` is True,
   so tests that skip "CUDA not available" run, their ``device="cuda"`` tensors on the CPU;
 * a test or test module that fails inside the sandbox (a stub, a fake, the CUDA runtime or a
-  compiled operator; :mod:`regress.upstream.blame`) is reported as skipped with the cause, never
+  compiled operator; :mod:`regress.sandbox.blame`) is reported as skipped with the cause, never
   as upstream's failure. Everything else, import errors of upstream's own modules included, is
   upstream's verdict on itself.
 
@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from regress.upstream import Ledger
-from regress.upstream.blame import blame, describe
-from regress.upstream.eras import ENV, Settings, all_values, plan_for
+from regress.sandbox import Ledger
+from regress.sandbox.blame import blame, describe
+from regress.sandbox.eras import ENV, Settings, all_values, plan_for
 
 #: The name :class:`SandboxedTests` is registered under.
 PLUGIN_NAME = "regress-upstream-sandbox"
@@ -47,7 +47,7 @@ def _inside(arg: str, checkout: Path, cwd: Path) -> bool:
 
 def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
     """Install :class:`SandboxedTests` when the run's test paths lie inside ``source``."""
-    from regress.upstream.layout import TrtllmLayoutError, resolve_source_tree
+    from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
 
     cwd = Path(config.invocation_params.dir)
     checkout = (source if source.is_absolute() else cwd / source).resolve()
@@ -78,7 +78,7 @@ def cuda_present(ledger: Ledger, sm: int) -> Iterator[None]:
 
     Only the queries tests ask before choosing a device: availability, count, capability, name,
     and ``synchronize()`` (a no-op: the CPU is synchronous). Streams, events, graphs and memory
-    queries still raise inside ``torch.cuda``, which :mod:`regress.upstream.blame` calls a gap.
+    queries still raise inside ``torch.cuda``, which :mod:`regress.sandbox.blame` calls a gap.
     """
     import torch
 
@@ -110,8 +110,8 @@ class SandboxedTests:
     """The pytest plugin object of a run of upstream's tests (see the module docstring)."""
 
     def __init__(self, layout: Any, settings: Settings | None = None) -> None:
-        from regress.upstream.layout import ERAS
-        from regress.upstream.shells import Sandbox
+        from regress.sandbox.shells import Sandbox
+        from regress.tree.layout import ERAS
 
         self.settings = settings or Settings()
         self.plan = plan_for(layout)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from regress.upstream import Ledger, SandboxGap
+from regress.sandbox import Ledger, SandboxGap
 
 #: Third-party packages stubbed even when installed: compiled, GPU-only or heavy.
 THIRD_PARTY = ("deep_gemm", "flashinfer", "triton", "transformers")
