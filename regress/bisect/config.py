@@ -51,6 +51,7 @@ class BisectConfig:
     overlays: list[str] = field(default_factory=list)
     recipe: str | None = None  # a registered recipe (registry.recipe_names())
     wheel: str | None = None
+    known: str | None = None  # a file of failures the recipe's probe accepts (registry.reads)
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
     use_cache: bool = True
@@ -151,7 +152,7 @@ _PROBE_FIELDS = {
     "metric_runs": "--metric-runs",
 }
 #: Fields a recipe reads only if registered to.
-_RECIPE_FIELDS = {"wheel": "--wheel"}
+_RECIPE_FIELDS = {"wheel": "--wheel", "known": "--known"}
 
 
 def available_cpus() -> int:

@@ -177,6 +177,13 @@ def _where(f):
     help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
 )
 @click.option("--wheel", default=None, help="trtllm-precompiled: TRTLLM_PRECOMPILED_LOCATION.")
+@click.option(
+    "--known",
+    default=None,
+    metavar="FILE",
+    help="trtllm-source: known findings (regress check --known); a commit whose only findings "
+    "are listed is good.",
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
 @click.option(
@@ -235,6 +242,7 @@ def run(**opts) -> None:
         overlays=list(opts["overlay"]),
         recipe=opts["recipe"],
         wheel=opts["wheel"],
+        known=opts["known"],
         cache_dir=opts["cache_dir"],
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
