@@ -246,3 +246,17 @@ def test_the_recipe_passes_known_to_its_probe_and_keys_on_the_file(tmp_path, mon
     Path("bad.txt").write_text("stale_state x\n")
     with pytest.raises(KnownFileError, match=r"bad\.txt:1"):
         SourceRecipe(known="bad.txt")
+
+
+def test_regress_bisect_takes_known_for_the_source_recipe_only(tmp_path):
+    from regress.bisect import registry
+    from regress.bisect.config import BisectConfig
+    from regress.errors import UsageError
+
+    known = tmp_path / "known.txt"
+    known.write_text(KNOWN_INDPTR)
+    config = BisectConfig(good="A", bad="B", command=[], recipe="trtllm-source", known=str(known))
+    recipe = registry.make_recipe(config.recipe, config)
+    assert recipe.command()[-2:] == ["--known", str(known)]
+    with pytest.raises(UsageError, match="--known is read only by --recipe trtllm-source"):
+        BisectConfig(good="A", bad="B", command=["x"], recipe="trtllm", known=str(known))
