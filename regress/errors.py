@@ -54,9 +54,9 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         TERMINATED: "terminated (SIGTERM; throwaway repository removed)",
     },
     "regress check": {
-        OK: "contracts hold",
+        OK: "contracts hold (findings a --known file lists aside)",
         FAILED: "a contract is broken",
-        BAD_INPUT: "not a TensorRT-LLM tree",
+        BAD_INPUT: "not a TensorRT-LLM tree, or a bad --known line",
         UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
