@@ -56,7 +56,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
     "regress check": {
         OK: "contracts hold (findings a --known file lists aside)",
         FAILED: "a contract is broken",
-        BAD_INPUT: "not a TensorRT-LLM tree, or a bad --known line",
+        BAD_INPUT: "not a TensorRT-LLM tree",
         UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
