@@ -258,7 +258,8 @@ class KnownOutcome:
 
 def mark(results: Sequence[Any], known: KnownFile) -> KnownOutcome:
     """Match the findings of ``results`` against ``known``; a result that failed on known
-    findings only gets the status ``known`` (so the check's verdict no longer counts it).
+    findings only gets the status ``known`` (so the check's verdict no longer counts it), and
+    each result's violations are put in order, those no line matches first.
 
     Args:
         results: scenario results (``name``, ``status``, ``violations`` with ``check`` and
@@ -267,12 +268,16 @@ def mark(results: Sequence[Any], known: KnownFile) -> KnownOutcome:
     """
     outcome = KnownOutcome(known.path, known.lines)
     for i, result in enumerate(results):
-        for j, v in enumerate(result.violations):
-            found = finding(result.name, v.check, v.details)
-            outcome.findings[i, j] = found
-            line = next((ln for ln in known.lines if ln.matches(found)), None)
-            if line is not None:
-                outcome.matched[i, j] = line
+        found = [finding(result.name, v.check, v.details) for v in result.violations]
+        lines = [next((ln for ln in known.lines if ln.matches(f)), None) for f in found]
+        # unknown findings first (stable): the summaries show a result's first finding, which
+        # must be one that fails when there is one
+        order = sorted(range(len(found)), key=lambda j: lines[j] is not None)
+        result.violations[:] = [result.violations[j] for j in order]
+        for j, was in enumerate(order):
+            outcome.findings[i, j] = found[was]
+            if lines[was] is not None:
+                outcome.matched[i, j] = lines[was]
         failing = [j for j, v in enumerate(result.violations) if v.check != NO_REBUILD]
         if result.status == "fail" and failing and all((i, j) in outcome.matched for j in failing):
             result.status = KNOWN

@@ -260,3 +260,12 @@ def test_regress_bisect_takes_known_for_the_source_recipe_only(tmp_path):
     assert recipe.command()[-2:] == ["--known", str(known)]
     with pytest.raises(UsageError, match="--known is read only by --recipe trtllm-source"):
         BisectConfig(good="A", bad="B", command=["x"], recipe="trtllm", known=str(known))
+
+
+def test_a_result_shows_its_unknown_finding_first():
+    known = parse_known(f"stale_state {DSA} block_table (why)\n", "k")
+    result = ScenarioResult("stale_state/a", "fail", [_stale(DSA, "block_table"), _stale(DSA, "x")])
+    outcome = mark([result], known)
+    assert [v.details["field"] for v in result.violations] == ["x", "block_table"]
+    assert sorted(outcome.matched) == [(0, 1)]
+    assert outcome.findings[0, 0].field == "x"
