@@ -233,7 +233,6 @@ class KnownOutcome:
         path: the known file.
         lines: all its lines.
         matched: (result index, violation index) -> the line that matched that finding.
-        findings: (result index, violation index) -> the finding, for every violation.
         fixed: lines whose scenario ran to a verdict and matched nothing (delete them).
         unchecked: lines whose scenario did not run or could not judge the tree.
     """
@@ -241,7 +240,6 @@ class KnownOutcome:
     path: str
     lines: tuple[KnownLine, ...] = ()
     matched: dict[tuple[int, int], KnownLine] = field(default_factory=dict)
-    findings: dict[tuple[int, int], Finding] = field(default_factory=dict)
     fixed: list[KnownLine] = field(default_factory=list)
     unchecked: list[KnownLine] = field(default_factory=list)
 
@@ -275,7 +273,6 @@ def mark(results: Sequence[Any], known: KnownFile) -> KnownOutcome:
         order = sorted(range(len(found)), key=lambda j: lines[j] is not None)
         result.violations[:] = [result.violations[j] for j in order]
         for j, was in enumerate(order):
-            outcome.findings[i, j] = found[was]
             if lines[was] is not None:
                 outcome.matched[i, j] = lines[was]
         failing = [j for j, v in enumerate(result.violations) if v.check != NO_REBUILD]

@@ -268,4 +268,3 @@ def test_a_result_shows_its_unknown_finding_first():
     outcome = mark([result], known)
     assert [v.details["field"] for v in result.violations] == ["x", "block_table"]
     assert sorted(outcome.matched) == [(0, 1)]
-    assert outcome.findings[0, 0].field == "x"
