@@ -229,7 +229,11 @@ def report_from_json(doc: dict[str, Any]) -> CheckReport:
             s["name"],
             status=s["status"],
             note=s.get("note", ""),
-            violations=[Violation(**v) for v in s.get("violations", [])],
+            # schema 2 adds each violation's finding and known marker: not Violation fields
+            violations=[
+                Violation(v["check"], v["message"], v.get("details", {}))
+                for v in s.get("violations", [])
+            ],
             steps=[Step(**st) for st in s.get("steps", [])],
         )
         for s in doc.get("scenarios", [])

@@ -26,6 +26,7 @@ need a real rebuild; the recipe warns when the range has any.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -174,44 +175,71 @@ class TrtllmRecipe:
 
 
 class SourceRecipe:
-    """No build, no binaries; the default probe is ``regress check`` in the worktree."""
+    """No build, no binaries; the default probe is ``regress check`` in the worktree.
+
+    Args:
+        python: the interpreter of the probe.
+        known: a known-findings file (``regress check --known``): a commit whose only findings
+            it lists is good. Read now, so a bad line is exit 2 before any probe; the probe
+            (run in each worktree) gets its absolute path.
+    """
 
     #: Native code does not matter to a source-only check: no rebuild warning.
     native_paths: tuple[str, ...] = ()
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, known: str | Path | None = None) -> None:
         self.python = python
+        self.known = Path(known).resolve() if known else None
+        self._known_sha = ""
+        if self.known is not None:
+            from regress.check.check import scenario_names
+            from regress.check.known import load_known
+
+            load_known(self.known, scenario_names())
+            self._known_sha = hashlib.sha256(self.known.read_bytes()).hexdigest()
 
     def build_command(self) -> None:
         return None
 
     def command(self) -> list[str]:
-        return [self.python, "-m", CHILD, "trtllm-source-probe", "."]
+        known = ["--known", str(self.known)] if self.known else []
+        return [self.python, "-m", CHILD, "trtllm-source-probe", ".", *known]
 
     def env(self, sha: str, worktree: Path) -> dict[str, str]:
         return {}
 
     def config(self) -> dict[str, str]:
-        return {"recipe": "trtllm-source"}
+        # the file's contents change verdicts: a stored verdict is reused only for the same list
+        known = {"known": str(self.known), "known_sha256": self._known_sha} if self.known else {}
+        return {"recipe": "trtllm-source", **known}
 
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return None
 
 
 def probe_exit_code(
-    path: Path, scenarios: Sequence[str] | None = None, timeout: float | None = None
+    path: Path,
+    scenarios: Sequence[str] | None = None,
+    timeout: float | None = None,
+    known: Path | str | None = None,
 ) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
 
     The check runs in a child process (:mod:`regress.check.isolation`), so a commit whose code
-    exits or hangs while loading is a gap (skip), never a good or bad verdict.
+    exits or hangs while loading is a gap (skip), never a good or bad verdict. Findings the
+    ``known`` file lists are not bad (``regress check --known``).
 
     Returns:
         The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
     """
+    from regress.check.check import scenario_names
     from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+    from regress.check.known import load_known
 
+    listed = load_known(known, scenario_names()) if known else None
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
+    if listed is not None:
+        report.apply_known(listed)
     return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
 
 
@@ -234,6 +262,15 @@ RECIPES = (
         "trtllm-source",
         "TensorRT-LLM, no build: each commit judged by `regress check` on the CPU (the probe "
         "command is supplied)",
-        lambda config: SourceRecipe(),
+        lambda config: SourceRecipe(known=config.options.get("known")),
+        (
+            Option(
+                "known",
+                "--known",
+                "known findings (regress check --known); a commit whose only findings are "
+                "listed is good.",
+                metavar="FILE",
+            ),
+        ),
     ),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from regress.check.known import KnownFile, KnownOutcome, annotate, headline, mark, text_lines
 from regress.check.scenarios import ScenarioResult
 from regress.errors import BAD_INPUT, FAILED, OK, UNFINISHED
 from regress.sandbox import Ledger
@@ -26,6 +27,7 @@ class CheckReport:
         results: per scenario, its verdict, violations and the values seen per step.
         ledger: the real modules executed and every fake.
         seconds: wall time.
+        known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
     """
 
     source: str
@@ -35,6 +37,7 @@ class CheckReport:
     results: list[ScenarioResult] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
     seconds: float = 0.0
+    known: KnownOutcome | None = None
 
     @property
     def exit_code(self) -> int:
@@ -69,9 +72,16 @@ class CheckReport:
         else:
             self.status = "pass"
 
+    def apply_known(self, known: KnownFile) -> None:
+        """Mark the findings ``known`` lists and derive the status again: a scenario that failed
+        on known findings only no longer fails the check (:func:`regress.check.known.mark`)."""
+        self.known = mark(self.results, known)
+        self.finish()
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": 1,
+        # schema 2: known_file, known, fixed, unchecked; each violation's finding and known
+        doc = {
+            "schema": 2,
             "source": self.source,
             "era": self.era,
             "status": self.status,
@@ -90,10 +100,12 @@ class CheckReport:
             ],
             "sandbox": self.ledger.to_json(),
         }
+        return annotate(doc, self.known)
 
     def lines(self) -> list[str]:
         """A short human summary: one line per scenario, then the first violation of each."""
         head = f"regress check: {self.source} (era {self.era or '?'}): {self.status}"
+        head += headline(self.known)
         out = [head]
         if self.error:
             out.append(f"  {self.error}")
@@ -108,6 +120,7 @@ class CheckReport:
                         f"       seen {v.details['actual'][:16]}, expected "
                         f"{v.details['expected'][:16]}"
                     )
+        out += text_lines(self.known)
         fakes = self.ledger.fakes.values()
         kinds: dict[str, int] = {}
         for f in fakes:
