@@ -1,6 +1,7 @@
 """The TensorRT-LLM bisect recipes: builds and environment per worktree of a source checkout.
 
-Registered by name with the bisect when this module is imported (``--recipe NAME``):
+Registry entries (:data:`RECIPES`, declared in ``pyproject.toml`` under ``regress.recipes``),
+chosen with ``--recipe NAME``:
 
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
   (:func:`regress.check.check.run_check`). "Contracts hold" is good, "a contract is broken"
@@ -25,6 +26,7 @@ need a real rebuild; the recipe warns when the range has any.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -34,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from regress.bisect.registry import register_recipe
 from regress.errors import MissingDependencyError, UsageError
+from regress.plugins import Option, Plugin
 from regress.tree.source import SourceTreeError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
@@ -170,53 +172,104 @@ class TrtllmRecipe:
 
 
 class SourceRecipe:
-    """No build, no binaries; the default probe is ``regress check`` in the worktree."""
+    """No build, no binaries; the default probe is ``regress check`` in the worktree.
+
+    Args:
+        python: the interpreter of the probe.
+        known: a known-findings file (``regress check --known``): a commit whose only findings
+            it lists is good. Read now, so a bad line is exit 2 before any probe; the probe
+            (run in each worktree) gets its absolute path.
+    """
 
     #: Native code does not matter to a source-only check: no rebuild warning.
     native_paths: tuple[str, ...] = ()
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, known: str | Path | None = None) -> None:
         self.python = python
+        self.known = Path(known).resolve() if known else None
+        self._known_sha = ""
+        if self.known is not None:
+            from regress.check.catalog import scenario_names
+            from regress.check.known import load_known
+
+            load_known(self.known, scenario_names())
+            self._known_sha = hashlib.sha256(self.known.read_bytes()).hexdigest()
 
     def build_command(self) -> None:
         return None
 
     def command(self) -> list[str]:
-        return [self.python, "-m", CHILD, "trtllm-source-probe", "."]
+        known = ["--known", str(self.known)] if self.known else []
+        return [self.python, "-m", CHILD, "trtllm-source-probe", ".", *known]
 
     def env(self, sha: str, worktree: Path) -> dict[str, str]:
         return {}
 
     def config(self) -> dict[str, str]:
-        return {"recipe": "trtllm-source"}
+        # the file's contents change verdicts: a stored verdict is reused only for the same list
+        known = {"known": str(self.known), "known_sha256": self._known_sha} if self.known else {}
+        return {"recipe": "trtllm-source", **known}
 
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return None
 
 
 def probe_exit_code(
-    path: Path, scenarios: Sequence[str] | None = None, timeout: float | None = None
+    path: Path,
+    scenarios: Sequence[str] | None = None,
+    timeout: float | None = None,
+    known: Path | str | None = None,
 ) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
 
     The check runs in a child process (:mod:`regress.check.isolation`), so a commit whose code
-    exits or hangs while loading is a gap (skip), never a good or bad verdict.
+    exits or hangs while loading is a gap (skip), never a good or bad verdict. Findings the
+    ``known`` file lists are not bad (``regress check --known``).
 
     Returns:
         The exit code (:data:`regress.check.status.CODES`: 0 good, 1 bad, 125 untestable) and
         the check's report lines.
     """
+    from regress.check.catalog import scenario_names
     from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+    from regress.check.known import load_known
     from regress.check.status import bisect_code
 
+    listed = load_known(known, scenario_names()) if known else None
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
+    if listed is not None:
+        report.apply_known(listed)
     return bisect_code(report.status), report.lines()
 
 
-register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
-register_recipe(
-    "trtllm-precompiled",
-    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
-    reads=("wheel",),
+#: The recipes' registry entries, declared under the ``regress.recipes`` entry-point group.
+RECIPES = (
+    Plugin(
+        "trtllm",
+        "TensorRT-LLM, Python-only: the installed wheel's compiled files linked into each "
+        "worktree; the DSA module path per era in the probe's environment",
+        lambda config: TrtllmRecipe(mode="overlay"),
+    ),
+    Plugin(
+        "trtllm-precompiled",
+        "TensorRT-LLM, Python-only: TRTLLM_USE_PRECOMPILED=1 pip install -e . per worktree "
+        "(use --jobs 1)",
+        lambda config: TrtllmRecipe(mode="precompiled", wheel=config.options.get("wheel")),
+        (Option("wheel", "--wheel", "TRTLLM_PRECOMPILED_LOCATION.", metavar="WHEEL"),),
+    ),
+    Plugin(
+        "trtllm-source",
+        "TensorRT-LLM, no build: each commit judged by `regress check` on the CPU (the probe "
+        "command is supplied)",
+        lambda config: SourceRecipe(known=config.options.get("known")),
+        (
+            Option(
+                "known",
+                "--known",
+                "known findings (regress check --known); a commit whose only findings are "
+                "listed is good.",
+                metavar="FILE",
+            ),
+        ),
+    ),
 )
-register_recipe("trtllm-source", lambda config: SourceRecipe())

@@ -1,6 +1,6 @@
 """The result of ``regress check``: verdict per scenario, values seen, and everything faked.
 
-Its JSON form (:meth:`CheckReport.to_json`, schema 1) is written and read here, side by side
+Its JSON form (:meth:`CheckReport.to_json`, schema 2) is written and read here, side by side
 (:meth:`CheckReport.from_json`: the parent rebuilds the report its child process wrote).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from regress.check.known import KnownFile, KnownOutcome, annotate, headline, mark, text_lines
 from regress.check.results import ScenarioResult
 from regress.check.status import UNJUDGED, ReportStatus, ScenarioStatus, exit_code
 from regress.sandbox import Ledger
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from regress.tree.source import SourceTree
 
 #: The version of :meth:`CheckReport.to_json`'s document.
-SCHEMA = 1
+SCHEMA = 2
 
 
 @dataclass
@@ -34,6 +35,7 @@ class CheckReport:
         seconds: wall time.
         tree: the tree as this process resolved it (not in the JSON: the summary reads its draft
             loop from here instead of resolving the tree again).
+        known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
     """
 
     source: str
@@ -44,6 +46,7 @@ class CheckReport:
     ledger: Ledger = field(default_factory=Ledger)
     seconds: float = 0.0
     tree: SourceTree | None = field(default=None, repr=False, compare=False)
+    known: KnownOutcome | None = None
 
     @property
     def exit_code(self) -> int:
@@ -73,8 +76,15 @@ class CheckReport:
         else:
             self.status = ReportStatus.PASS
 
+    def apply_known(self, known: KnownFile) -> None:
+        """Mark the findings ``known`` lists and derive the status again: a scenario that failed
+        on known findings only no longer fails the check (:func:`regress.check.known.mark`)."""
+        self.known = mark(self.results, known)
+        self.finish()
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        # schema 2: known_file, known, fixed, unchecked; each violation's finding and known
+        doc = {
             "schema": SCHEMA,
             "source": self.source,
             "era": self.era,
@@ -85,6 +95,7 @@ class CheckReport:
             "scenarios": [r.to_json() for r in self.results],
             "sandbox": self.ledger.to_json(),
         }
+        return annotate(doc, self.known)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> CheckReport:
@@ -102,6 +113,7 @@ class CheckReport:
     def lines(self) -> list[str]:
         """A short human summary: one line per scenario, then the first violation of each."""
         head = f"regress check: {self.source} (era {self.era or '?'}): {self.status}"
+        head += headline(self.known)
         out = [head]
         if self.error:
             out.append(f"  {self.error}")
@@ -116,6 +128,7 @@ class CheckReport:
                         f"       seen {v.details['actual'][:16]}, expected "
                         f"{v.details['expected'][:16]}"
                     )
+        out += text_lines(self.known)
         fakes = self.ledger.fakes.values()
         kinds: dict[str, int] = {}
         for f in fakes:

@@ -67,7 +67,11 @@ class ScenarioResult:
             doc["name"],
             status=ScenarioStatus(doc["status"]),
             note=doc.get("note", ""),
-            violations=[Violation(**v) for v in doc.get("violations", [])],
+            # schema 2 adds each violation's finding and known marker: not Violation fields
+            violations=[
+                Violation(v["check"], v["message"], v.get("details", {}))
+                for v in doc.get("violations", [])
+            ],
             steps=[Step(**st) for st in doc.get("steps", [])],
         )
 

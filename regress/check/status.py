@@ -1,8 +1,8 @@
 """The status vocabulary of ``regress check``: one scenario's verdict, the whole report's, and the
-one table from the report's status to its exit code, its git-bisect code and its headline.
+one table from the report's status to its exit code, its git-bisect code and its verdict text.
 
 The CLI exits with :func:`exit_code`, the ``trtllm-source`` bisect recipe with :func:`bisect_code`,
-the markdown summary heads with :func:`headline`; all three read :data:`CODES`, so a status cannot
+the markdown summary heads with :func:`verdict_text`; all three read :data:`CODES`, so a status cannot
 mean one thing to the CLI and another to a bisect. The exit codes are the ones
 ``regress.errors.EXIT_CODES["regress check"]`` explains.
 """
@@ -49,10 +49,10 @@ class Codes:
 
     exit: int
     bisect: int
-    headline: str
+    verdict: str
 
 
-#: The one table: report status -> exit code, git-bisect code, markdown headline. A tree that is
+#: The one table: report status -> exit code, git-bisect code, the summary's verdict text. A tree that is
 #: not TensorRT-LLM (before DSA existed) or that cannot be judged is untestable: bisect's skip.
 CODES: dict[ReportStatus, Codes] = {
     ReportStatus.PASS: Codes(OK, BISECT_GOOD, "contracts hold"),
@@ -74,8 +74,8 @@ def bisect_code(status: ReportStatus | str) -> int:
     return CODES[ReportStatus(status)].bisect
 
 
-def headline(status: ReportStatus | str) -> str:
-    return CODES[ReportStatus(status)].headline
+def verdict_text(status: ReportStatus | str) -> str:
+    return CODES[ReportStatus(status)].verdict
 
 
 __all__ = [
@@ -86,5 +86,5 @@ __all__ = [
     "ScenarioStatus",
     "bisect_code",
     "exit_code",
-    "headline",
+    "verdict_text",
 ]

@@ -8,8 +8,9 @@ per scenario what was checked and the first finding, then everything the sandbox
 from __future__ import annotations
 
 from regress.check.catalog import SCENARIOS
+from regress.check.known import headline, markdown_lines
 from regress.check.report import CheckReport
-from regress.check.status import headline
+from regress.check.status import verdict_text
 
 
 def _cell(text: object) -> str:
@@ -40,7 +41,8 @@ def markdown(report: CheckReport) -> str:
     """The report as GitHub-flavoured markdown (a job summary or a PR comment)."""
     era = f"era {report.era}" if report.era else "era unknown"
     out = [
-        f"### regress check: {headline(report.status)} (exit {report.exit_code})",
+        f"### regress check: {verdict_text(report.status)}{headline(report.known)} "
+        f"(exit {report.exit_code})",
         "",
         f"Tree `{report.source}`, {era}, {report.seconds:.1f} s on a CPU.",
     ]
@@ -63,6 +65,7 @@ def markdown(report: CheckReport) -> str:
         for r in report.results:
             maps = len(r.steps) or "-"
             out.append(f"| `{r.name}` | {r.status} | {maps} | {_cell(_finding(r))} |")
+    out += markdown_lines(report.known)
     out += _faked(report)
     return "\n".join(out) + "\n"
 

@@ -59,6 +59,14 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     metavar="FILE|-",
     help="Write the report as markdown (a CI job summary) to FILE, or -.",
 )
+@click.option(
+    "--known",
+    "known_file",
+    default=None,
+    metavar="FILE",
+    help="Known findings (docs/known-findings.txt shows the format): a finding a line matches is "
+    "reported as known and does not fail; a line matching nothing is reported as fixed.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def check(
     source: str,
@@ -67,6 +75,7 @@ def check(
     timeout: float,
     json_out: str | None,
     markdown_out: str | None,
+    known_file: str | None,
     quiet: bool,
 ):
     """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
@@ -78,6 +87,7 @@ def check(
     possible, the cause is named with the upstream file and line.
     """
     from regress.check.isolation import run_check_isolated
+    from regress.check.known import load_known
     from regress.check.summary import markdown
     from regress.cli.output import emit
     from regress.errors import UsageError
@@ -93,9 +103,12 @@ def check(
         raise UsageError("--json - and --markdown - both want stdout: send one to a file")
     check_output_path(json_out, option="--json")
     check_output_path(markdown_out, option="--markdown")
+    known = load_known(known_file, scenario_names()) if known_file else None  # before running
     report = run_check_isolated(
         source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
     )
+    if known is not None:
+        report.apply_known(known)
     if not quiet or report.exit_code in (BAD_INPUT, UNFINISHED):
         for line in report.lines():
             click.echo(line, err=True)

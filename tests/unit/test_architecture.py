@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "regress"
 
 #: What ``regress.bisect`` may import from the rest of regress (the ground modules): it is generic, like
-#: mozregression's bisector; domain probes and recipes register themselves by name.
+#: mozregression's bisector; domain probes and recipes are plug-ins found through entry points.
 BISECT_MAY_IMPORT = {
     "regress.errors",
     "regress.files",
     "regress.guardian",
+    "regress.plugins",
     "regress.processes",
     "regress.progress",
 }

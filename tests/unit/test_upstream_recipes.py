@@ -164,7 +164,7 @@ def test_one_status_table_gives_the_exit_code_and_the_bisect_verdict():
         "gap": SKIP_EXIT_CODE,
     }
     meanings = EXIT_CODES["regress check"]
-    assert meanings[exit_code("pass")] == "contracts hold"
+    assert meanings[exit_code("pass")].startswith("contracts hold")
     assert meanings[exit_code("fail")] == "a contract is broken"
     assert meanings[exit_code("not-a-tree")] == "not a TensorRT-LLM tree"
     assert meanings[exit_code("gap")].startswith("no verdict")
