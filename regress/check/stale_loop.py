@@ -2,8 +2,8 @@
 
 :func:`caller_draft_loop` runs one draft loop on the live metadata through the one seam to
 upstream's callers (:func:`regress.check.caller.caller_checkpoints`) and turns the caller's
-checkpoints into the oracle's (:class:`regress.dsa.stale_check.Checkpoint`). Where the tree has no one-model
-worker, or the layout is one no worker takes, regress's model of the loop runs instead
+checkpoints into the oracle's (:class:`regress.dsa.stale_check.Checkpoint`). Where the tree has
+no one-model worker, or the layout is one no worker takes, regress's model of the loop runs instead
 (:func:`regress.dsa.stale_check.draft_loop_checkpoints`), as the caller itself falls back.
 
 Judged, of the worker's metadata calls (the caller's label after the ``@``, so a reader sees which

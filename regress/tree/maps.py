@@ -8,7 +8,8 @@ and a buffer, not a class; here it is applied to every map an object has, after 
   ``tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/metadata.py``, commit unknown; at
   5ca7a947 it only reads it, relying on DSA's rebuild);
 * ``qsa_req_idx_per_token``: QSA (``.../sparse/qsa/``, read by
-  ``QSAIndexer.update_cache_and_compress`` in a stored version of ``.../sparse/qsa/indexer.py``, commit unknown);
+  ``QSAIndexer.update_cache_and_compress`` in a stored version of ``.../sparse/qsa/indexer.py``,
+  commit unknown);
 * the ragged-verification row maps (the newest stored version of
   ``tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py``, commit unknown):
   ``row_req_idx_cuda`` maps each verification row to its generation request
