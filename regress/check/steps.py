@@ -2,7 +2,7 @@
 
 Shared by every scenario module (:mod:`regress.check.scenarios` holds the table), so that a
 checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.tree.maps` at
-every point where upstream guarantees them (:class:`regress.check.caller.Checkpoint`), and the
+every point where upstream guarantees them (:class:`regress.check.caller.CallPoint`), and the
 indexer-K pages the slot mapping writes. A stale map at a draft forward that the caller never let
 the metadata rebuild (it changed ``seq_lens`` and called no ``update_for_spec_dec()`` /
 ``on_update_kv_lens()`` since) is a finding about the caller, reported ``warn``: whether the draft
@@ -92,7 +92,7 @@ def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Vi
 
 
 def judge(cp: Any, result: ScenarioResult, *, pages: Any = None) -> None:
-    """Judge one :class:`~regress.check.caller.Checkpoint` where upstream guarantees the maps."""
+    """Judge one :class:`~regress.check.caller.CallPoint` where upstream guarantees the maps."""
     label, md = cp
     if not cp.guaranteed or getattr(md, "seq_lens", None) is None:
         return
