@@ -31,7 +31,6 @@ from typing import Any
 from regress.check.caller import DraftSettings, caller_checkpoints
 from regress.check.status import ScenarioStatus
 from regress.check.steps import (
-    Layout,
     ScenarioResult,
     caller_note,
     drive,
@@ -39,14 +38,15 @@ from regress.check.steps import (
     observe,
     target_forward,
 )
+from regress.dsa.batch import Batch
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.workers import catalog
 from regress.tree.maps import check_maps, dsa_family, load_class, maps_of
 
 #: The acceptance pattern every worker gets: full, zero, partial, partial (bonus counted).
 ACCEPTED = [4, 1, 2, 3]
-DECODE = Layout("decode_4x4", (4, 4, 4, 4), 0, 3)
-MIXED = Layout("mixed_ctx_gen", (6, 3, 4, 4), 2, 3)
+DECODE = Batch((4, 4, 4, 4), 0, max_draft_len=3, name="decode_4x4")
+MIXED = Batch((6, 3, 4, 4), 2, max_draft_len=3, name="mixed_ctx_gen")
 
 
 def _calls(run: Any) -> str:
@@ -120,7 +120,7 @@ def _mixed(up: Any, worker: str) -> ScenarioResult:
 def _no_drafting(up: Any, worker: str) -> ScenarioResult:
     """``runtime_draft_len == 0``: the worker skips drafting; the prepared maps stay right."""
     result = ScenarioResult(f"draft_callers/{worker}/runtime_draft_len_0")
-    md, kvm = target_forward(up, Layout("decode_1", (1, 1, 1, 1), 0, 3))
+    md, kvm = target_forward(up, Batch((1, 1, 1, 1), 0, max_draft_len=3, name="decode_1"))
     run = drive(up, md, kvm, DraftSettings(3, [1] * 4, runtime_draft_len=0, worker=worker), result)
     result.add(observe(md, "after skip_drafting", result, pages=kvm), "after skip_drafting")
     result.note += f"; {len(run.calls)} metadata calls"

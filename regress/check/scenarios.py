@@ -29,14 +29,15 @@ from typing import Any
 from regress.check.caller import DraftSettings, caller_checkpoints
 from regress.check.status import ScenarioStatus
 from regress.check.steps import (
-    Layout,
     ScenarioResult,
     caller_note,
     drive,
     observe,
     target_forward,
+    tree_prepare,
 )
 from regress.dsa.announce import mtp_shape_params
+from regress.dsa.batch import Batch
 from regress.dsa.invariants import Violation, check_announced_width
 from regress.dsa.sentinel import SENTINEL_ERROR
 from regress.sandbox import SandboxGap
@@ -49,11 +50,11 @@ __all__ = ["map_after_draft_loop", "runner_guard", "sentinel_lifecycle", "shape_
 
 #: Scenario 1's layouts (issue 10): uniform MTP verify chunks, a tree-drafting layout, a mixed
 #: context+generation batch, and a zero-length row.
-MAP_LAYOUTS: tuple[Layout, ...] = (
-    Layout("uniform_5x4", (5, 5, 5, 5), 0, 4),
-    Layout("uniform_4x8", (4,) * 8, 0, 3),
-    Layout("tree_3_1_4_1", (3, 1, 4, 1), 0, 3),
-    Layout("mixed_ctx_gen", (6, 3, 4, 4), 2, 3),
+MAP_LAYOUTS: tuple[...] = (
+    Batch((5, 5, 5, 5), 0, max_draft_len=4, name="uniform_5x4"),
+    Batch((4,) * 8, 0, max_draft_len=3, name="uniform_4x8"),
+    Batch((3, 1, 4, 1), 0, max_draft_len=3, name="tree_3_1_4_1"),
+    Batch((6, 3, 4, 4), 2, max_draft_len=3, name="mixed_ctx_gen"),
 )
 #: A zero-length row: the map built for ``[4, 4, 4]`` must follow a rewrite to ``[2, 0, 3]``
 #: (upstream ``tests/unittest/_torch/attention/sparse/dsa/test_req_idx_per_token.py``).
@@ -77,7 +78,7 @@ def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
         results.append(result)
     result = ScenarioResult("req_idx_map/zero_length_row")
     before, after = ZERO_ROW
-    md, kvm = target_forward(up, Layout("zero", before, 0, 3))
+    md, kvm = target_forward(up, Batch(before, 0, max_draft_len=3, name="zero"))
     result.add(observe(md, "after_prepare", result, pages=kvm), "after_prepare")
     import torch
 
@@ -121,16 +122,6 @@ def _from_sentinel(exc: BaseException, tree: Path) -> bool:
     return False
 
 
-def _set_batch(up: Upstream, md: Any, seq_lens: list[int], cached: list[int]) -> None:
-    """What ``_prepare_inputs`` does before ``prepare()``: the batch fields of this forward."""
-    import torch
-
-    for key, value in up.batch_kwargs(len(seq_lens), cached).items():
-        setattr(md, key, value)
-    md.seq_lens = torch.tensor(seq_lens, dtype=torch.int)
-    md.num_contexts = 0
-
-
 def sentinel_lifecycle(up: Upstream) -> list[ScenarioResult]:
     """Scenario 3: the sentinel rides two forwards and one draft loop of real metadata.
 
@@ -159,8 +150,7 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
     try:
         md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
         stage = "prepare()"
-        _set_batch(up, md, [k + 1] * batch, cached)
-        md.prepare()
+        tree_prepare(up)(md, Batch((k + 1,) * batch, cached=tuple(cached)))
         accepted = _accepted(batch, k)
         run = caller_checkpoints(up, md, DraftSettings(k, accepted))
         for cp in run:
@@ -173,8 +163,8 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
         stage = "next forward: update_spec_dec_param()"
         md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
         stage = "next forward: prepare()"
-        _set_batch(up, md, [k + 1] * batch, [c + a for c, a in zip(cached, accepted, strict=True)])
-        md.prepare()
+        after = tuple(c + a for c, a in zip(cached, accepted, strict=True))
+        tree_prepare(up)(md, Batch((k + 1,) * batch, cached=after))
         sentinel.flush()
     except SandboxGap:
         raise

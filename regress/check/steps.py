@@ -25,15 +25,6 @@ from regress.sandbox.fakes import FakeKVCacheManager
 from regress.tree.maps import TOKEN_MAPS, check_maps
 
 
-def Layout(name: str, seq_lens: tuple[int, ...], num_contexts: int = 0, max_draft_len: int = 4):
-    """A :class:`~regress.dsa.batch.Batch` from the positional arguments the scenario tables use.
-
-    Transitional: ``scenarios.py`` and ``draft_scenarios.py`` still spell their tables this way;
-    once they build ``Batch(..., max_draft_len=K, name=...)`` themselves this goes.
-    """
-    return Batch(seq_lens, num_contexts, max_draft_len=max_draft_len, name=name)
-
-
 def tree_prepare(up: Any) -> Callable[[Any, Batch], None]:
     """:func:`regress.dsa.batch.prepare_batch` for the tree's own classes: the cached lengths go
     in through the tree's ``KVCacheParams``, as the executor hands them over."""
