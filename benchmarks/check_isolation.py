@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 from _upstream_trees import build_tree
 
 IN_PROCESS = (
-    "import sys; from regress.upstream.check import run_check; "
+    "import sys; from regress.check.check import run_check; "
     "sys.exit(run_check(sys.argv[1]).exit_code)"
 )
 

@@ -14,8 +14,8 @@ A project opts in with ``regress = true`` in its pytest ini (this repository doe
 ``pyproject.toml``) or ``-p regress.pytest_plugin``. Then the plugin also registers the
 ``gpu``/``trtllm`` markers and skips (never deselects) tests carrying them when the machine lacks
 what they need; adds ``--test-list``/``--stage``/``--waives``/``--test-prefix``; and loads
-:mod:`regress.upstream.plugin`, the upstream contract tests' ``--trtllm-src`` option and
-``trtllm_src`` fixture (``-p regress.upstream.plugin`` loads that one alone). ``--require-gpu``
+:mod:`regress.check.plugin`, the upstream contract tests' ``--trtllm-src`` option and
+``trtllm_src`` fixture (``-p regress.check.plugin`` loads that one alone). ``--require-gpu``
 alone also turns the gate on, since asking for it is asking for the gate.
 
 The list and waive machinery is registered as a separate plugin object only when ``--test-list``
@@ -44,7 +44,7 @@ _PINNED = pytest.StashKey["str | None"]()
 OPT_IN_INI = "regress"
 PLUGIN_NAME = "regress.pytest_plugin"
 #: --trtllm-src and the trtllm_src fixture (the upstream contract tests): loaded on opt-in only.
-UPSTREAM_PLUGIN = "regress.upstream.plugin"
+UPSTREAM_PLUGIN = "regress.check.plugin"
 
 
 def _opted_in(pluginmanager: pytest.PytestPluginManager) -> bool:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
-from regress.acceptance.engines import engine_names
+from regress.acceptance.engines import COMMON_OPTIONS, ENGINES
 from regress.cli.options import BatchSizes, FiniteFloatRange
 from regress.cli.output import emit, json_option
+from regress.cli.plugin_options import inline_help, registry_options, take_values
 from regress.errors import FAILED, exit_codes_help
+from regress.reference.defects import DEFECTS
 
 _BAR_STEPS = 1000
 #: Longest silence of the plain-line progress (a log, not a terminal), in seconds.
@@ -65,11 +66,12 @@ class _ProgressBar:
 @click.command("accept", epilog=exit_codes_help("regress accept"))
 @click.option(
     "--engine",
-    type=click.Choice(engine_names()),
+    type=click.Choice(ENGINES.names()),
     default="reference",
     show_default=True,
-    help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
+    help=inline_help(ENGINES),
 )
+@registry_options(ENGINES, skip=COMMON_OPTIONS)
 @click.option("--model", default=None, metavar="DIR", help="Checkpoint directory (trtllm only).")
 @click.option(
     "--batch-sizes",
@@ -86,7 +88,11 @@ class _ProgressBar:
     help="K, drafts per step.",
 )
 @click.option(
-    "--defect", "defects", multiple=True, help="Replay a historical defect (reference; repeatable)."
+    "--defect",
+    "defects",
+    multiple=True,
+    metavar="NAME",
+    help=f"Replay a historical defect (reference; repeatable): {', '.join(DEFECTS)}.",
 )
 @click.option(
     "--device",
@@ -172,6 +178,7 @@ def accept(
     allow_config_mismatch: bool,
     record_key: str | None,
     reference_yaml: Path,
+    **engine_options,
 ) -> None:
     """Profile MTP acceptance per batch size and judge it against batch 1."""
     from regress.acceptance.engines import get_engine
@@ -196,6 +203,8 @@ def accept(
         raise UsageError(
             f"--defect {defects[0]!r} names no defect; give one `regress defects` lists"
         )
+    extra = take_values(ENGINES, engine_options)  # the options an installed engine adds
+    ENGINES.refuse_foreign(engine, extra)
     adapter = get_engine(
         engine,
         model=model,
@@ -204,6 +213,7 @@ def accept(
         cuda_graph=cuda_graph,
         seed=seed,
         sentinel=sentinel,
+        **extra,
     )
     prompts, prompts_label = resolve_prompts(adapter, prompts_file, num_prompts)
 

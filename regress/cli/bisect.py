@@ -7,15 +7,13 @@ import sys
 
 import click
 
-# The domain probes and recipes register themselves with the bisect when imported.
-import regress.trtllm.probes
-import regress.upstream.recipes  # noqa: F401 - registers the TensorRT-LLM recipes
 from regress.bisect.config import defaults
-from regress.bisect.registry import make_recipe, probe_names, recipe_names
+from regress.bisect.registry import PROBES, RECIPES, make_recipe
 from regress.cli.heartbeat import Heartbeat
 from regress.cli.options import FiniteFloat
 from regress.cli.output import OUTPUT_FILE, emit
-from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
+from regress.cli.plugin_options import choices_help, registry_options, take_values
+from regress.errors import Terminated, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
 
 _D = defaults()
@@ -32,13 +30,19 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 
 \b
 The probe runs in a private clone of each commit (REGRESS_COMMIT, REGRESS_WORKTREE set).
-Probes: exit-code (git bisect run's 0 good, 125 skip, 1..127 bad), assert (bad iff the
-output matches --signature), metric (a number from the JSON output or a regex), pytest
-(from an injected JUnit file). Results are stored: rerunning the same command resumes.
-README.md, "Bisect", has the details.
+Results are stored: rerunning the same command resumes. README.md, "Bisect", has the
+details (the search, what is checked before the first run, the JUnit report).
+
+{probes}
+
+{recipes}
 
 {exit_codes}
-""".format(exit_codes=exit_codes_help("regress bisect"))
+""".format(
+    exit_codes=exit_codes_help("regress bisect"),
+    probes=choices_help(PROBES, "Probes"),
+    recipes=choices_help(RECIPES, "Recipes"),
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,7 +83,8 @@ class _ProbeCommand(click.Command):
     "run",
     cls=_ProbeCommand,
     help=RUN_HELP,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # 98 columns: one line per option where 80 wrapped most into two (issue 31: 102 lines)
+    context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 98},
 )
 @click.option("--good", required=True, help="A revision without the problem (the older end).")
 @click.option("--bad", default="HEAD", show_default=True, help="A revision with the problem.")
@@ -89,39 +94,10 @@ class _ProbeCommand(click.Command):
     "probe_kind",
     default=_D["probe"],
     show_default=True,
-    type=click.Choice(probe_names()),
-    help="How a run becomes a verdict (above).",
+    type=click.Choice(PROBES.names()),
+    help="How a run becomes a verdict (see Probes above).",
 )
-@click.option(
-    "--signature",
-    default=None,
-    help="assert probe: regex that marks a bad run (default: DG_HOST_ASSERT or AssertionError).",
-)
-@click.option(
-    "--crash-is-bad", is_flag=True, help="exit-code probe: a crash (>= 128, signal) is bad."
-)
-@click.option(
-    "--metric", default=None, help="metric probe: dotted JSON path, e.g. runs[1].acceptance_length."
-)
-@click.option(
-    "--metric-regex", default=None, help="metric probe: regex whose first group is the number."
-)
-@click.option(
-    "--threshold", type=FiniteFloat(), default=None, help="metric probe: judge each run against X."
-)
-@click.option(
-    "--higher-is-better/--lower-is-better",
-    "higher",
-    default=None,
-    help="metric probe: which way is better (default: learned from the endpoints).",
-)
-@click.option(
-    "--metric-runs",
-    default=",".join(map(str, _D["metric_runs"])),
-    show_default=True,
-    help="metric probe, caps: most runs per endpoint, first runs per commit, most runs per "
-    "commit (more runs only while the noise leaves a commit undecided).",
-)
+@registry_options(PROBES)
 @click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
 @click.option(
     "--confidence",
@@ -184,12 +160,11 @@ class _ProbeCommand(click.Command):
 )
 @click.option(
     "--recipe",
-    type=click.Choice(recipe_names()),
+    type=click.Choice(RECIPES.names()),
     default=None,
-    help="TensorRT-LLM checkouts: trtllm (the installed wheel's binaries linked in), "
-    "trtllm-precompiled (pip install -e with --wheel), trtllm-source (no build; regress check).",
+    help="How each worktree is built and run (see Recipes above).",
 )
-@click.option("--wheel", default=None, help="trtllm-precompiled: TRTLLM_PRECOMPILED_LOCATION.")
+@registry_options(RECIPES)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
 @click.option(
@@ -225,6 +200,12 @@ def run(**opts) -> None:
 
     for option in ("json_out", "junit", "markdown"):  # before the run, not after it
         check_output_path(opts[option], option=_OUTPUTS[option])
+    # The probes' and recipes' options: the bisect's own are config fields, a plug-in's go to
+    # its `options` mapping.
+    own = set(defaults())
+    chosen = {**take_values(PROBES, opts), **take_values(RECIPES, opts)}
+    fields = {k: v for k, v in chosen.items() if k in own}
+    plugin = {k: v for k, v in chosen.items() if k not in own}
 
     config = BisectConfig(
         good=opts["good"],
@@ -232,12 +213,6 @@ def run(**opts) -> None:
         command=list(opts["command"]),
         repo=opts["repo"],
         probe=opts["probe_kind"],
-        crash_is_bad=opts["crash_is_bad"],
-        metric=opts["metric"],
-        metric_regex=opts["metric_regex"],
-        threshold=opts["threshold"],
-        direction=None if opts["higher"] is None else (1 if opts["higher"] else -1),
-        metric_runs=_runs(opts["metric_runs"]),
         flaky=opts["flaky"],
         confidence=opts["confidence"],
         false_pass=opts["false_pass"],
@@ -254,11 +229,11 @@ def run(**opts) -> None:
         timeout=opts["timeout"],
         overlays=list(opts["overlay"]),
         recipe=opts["recipe"],
-        wheel=opts["wheel"],
+        options=plugin,
         cache_dir=opts["cache_dir"],
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
-        signature=opts["signature"],
+        **fields,
     )
     # what the first probes would only find late (after four endpoint runs), found now
     preflight(
@@ -368,15 +343,6 @@ def _renderer(beat: Heartbeat):
 def _clock(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
-def _runs(text: str) -> tuple[int, int, int]:
-    """Parse ``--metric-runs``; :class:`BisectConfig` checks the values."""
-    try:
-        ends, first, most = (int(x) for x in text.split(","))
-    except ValueError as exc:
-        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 10,1,10") from exc
-    return ends, first, most
 
 
 def _gpus(text: str | None) -> list[str] | None:

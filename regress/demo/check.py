@@ -69,7 +69,7 @@ def run_check_demo(
         workdir: where the trees go; removed afterwards unless ``keep``.
         progress: one event per tree built and checked.
     """
-    from regress.upstream.check import run_check
+    from regress.check.check import run_check
 
     started = time.monotonic()
     emit = progress or (lambda _e: None)

@@ -17,7 +17,7 @@ from pathlib import Path
 #: The template parts the trees are assembled from.
 PARTS = Path(__file__).resolve().parent / "tree_parts"
 
-#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (layout.ERAS).
+#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (regress.tree.eras.ERAS).
 LAYOUT = {
     "A": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa.py"),
     "B": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa/metadata.py"),

@@ -8,9 +8,9 @@ import pytest
 import torch
 from _upstream_trees import build_tree, tree_files
 
+from regress.check.check import run_check
 from regress.dsa.invariants import check_announced_width, check_slot_ownership
-from regress.upstream.check import run_check
-from regress.upstream.fakes import FakeKVCacheManager
+from regress.sandbox.fakes import FakeKVCacheManager
 
 
 def _statuses(report):
@@ -67,8 +67,8 @@ def test_runner_absent_is_a_reported_skip_not_a_verdict(tmp_path):
 def test_one_scenario_without_a_verdict_makes_the_check_a_gap_unless_one_failed(unrun):
     """ "The contracts hold" (exit 0) only when every scenario that applies ran: one gap among
     passes used to give exit 0 (a DeepSeek-V4 class the sandbox could not build, 2026-12-02)."""
-    from regress.upstream.report import CheckReport
-    from regress.upstream.scenarios import ScenarioResult
+    from regress.check.report import CheckReport
+    from regress.check.results import ScenarioResult
 
     def report(*statuses):
         out = CheckReport(

@@ -6,8 +6,8 @@ import pytest
 from _upstream_trees import build_tree
 
 import regress.dsa.sentinel as sentinel_module
+from regress.check.check import run_check
 from regress.dsa.invariants import Violation
-from regress.upstream.check import run_check
 
 
 class _FakeSentinel:

@@ -8,12 +8,12 @@ import pytest
 import torch
 from _upstream_trees import build_tree, tree_files
 
-from regress.upstream import Ledger, SandboxGap
-from regress.upstream.cuda import cuda_on_cpu
-from regress.upstream.eras import Settings, all_values, plan_for
-from regress.upstream.layout import resolve_source_tree
-from regress.upstream.shells import Sandbox
-from regress.upstream.stubs import StubModule
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.cuda import cuda_on_cpu
+from regress.sandbox.eras import Settings, all_values, plan_for
+from regress.sandbox.shells import Sandbox
+from regress.sandbox.stubs import StubModule
+from regress.tree.source import resolve_source_tree
 
 
 def _sandbox(root, era):

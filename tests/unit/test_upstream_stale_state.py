@@ -8,8 +8,9 @@ import pytest
 from _stale_trees import PLANTED_FIELD, build_stale_tree
 from click.testing import CliRunner
 
+from regress.check.catalog import scenario_names
+from regress.check.check import run_check
 from regress.cli import cli
-from regress.upstream.check import run_check, scenario_names
 
 
 def _unexplained(report) -> dict[str, set[str]]:
@@ -117,8 +118,8 @@ def test_a_tree_without_deepseek_v4_compares_two_classes(tmp_path):
 
 def test_the_deepseek_v4_fake_manager_is_not_a_dsa_manager():
     """Upstream's DeepseekV4CacheManager is a KVCacheManagerV2: is_dsa_cache_manager is False."""
-    from regress.upstream.eras import cache_manager_values
-    from regress.upstream.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+    from regress.sandbox.eras import cache_manager_values
+    from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
 
     ((check, _why),) = cache_manager_values("x.dsa")["x.dsa.cache_manager"].values()
     assert check(FakeKVCacheManager(2))

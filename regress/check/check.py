@@ -1,0 +1,143 @@
+"""``regress check``'s library side: resolve the tree, load it in the sandbox, run the scenarios.
+
+:func:`run_check` runs in the process that calls it; ``regress check`` and the ``trtllm-source``
+bisect recipe run it in a child process (:mod:`regress.check.isolation`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from regress.check.catalog import SCENARIOS, Scenario, by_name
+from regress.check.report import CheckReport
+from regress.check.results import ScenarioResult
+from regress.check.status import ReportStatus, ScenarioStatus
+from regress.progress import Progress
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.blame import blame, describe
+from regress.sandbox.eras import Settings, Upstream, all_values, plan_for
+from regress.sandbox.shells import Sandbox
+from regress.tree.source import SourceTree, SourceTreeError, resolve_source_tree
+
+#: The environment variable naming the tree when ``--trtllm-src`` is not given.
+ENV_VAR = "REGRESS_TRTLLM_SRC"
+
+#: What a gap asks of the reader (exit 3; a bisect probe skips the commit).
+NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
+
+
+def run_check(
+    source: Path | str,
+    *,
+    scenarios: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    progress: Progress[str] | None = None,
+    tree: SourceTree | None = None,
+) -> CheckReport:
+    """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
+
+    Never raises for a tree that is not TensorRT-LLM or cannot be loaded: those become the
+    report's ``not-a-tree`` / ``gap`` status (exit 2 / 3), so a bisect probe gets an exit code.
+
+    Args:
+        source: a TensorRT-LLM checkout (or its ``tensorrt_llm`` directory).
+        scenarios: names of :data:`~regress.check.catalog.SCENARIOS` (default: all but the
+            opt-in ones).
+        settings: SM version and SM count the code is told it runs on.
+        progress: receives one line per scenario started.
+        tree: ``source`` already resolved (the caller's), so it is resolved once per check.
+    """
+    started = time.monotonic()
+    emit = progress or (lambda _m: None)
+    report = CheckReport(source=str(source))
+    wanted = list(scenarios or [s.name for s in SCENARIOS if not s.opt_in])
+    if tree is None:
+        try:
+            tree = resolve_source_tree(source)
+        except SourceTreeError as exc:
+            report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
+            return report
+    report.era, report.tree = tree.era.name, tree
+    plan = plan_for(tree)
+    settings = settings or Settings()
+    ledger = Ledger()
+    report.ledger = ledger
+    try:
+        with Sandbox(
+            plan.checkout, plan.real, all_values(plan, settings), env=plan.env, ledger=ledger
+        ) as sandbox:
+            up = _load(sandbox, plan, ledger)
+            table = by_name()
+            for name in wanted:
+                emit(f"scenario {name}")
+                report.results.extend(_run(table[name], up))
+    except SandboxGap as exc:
+        report.status, report.error = ReportStatus.GAP, str(exc)
+    except (Exception, SystemExit) as exc:  # not importable: a syntax error, NUL bytes, an exit
+        found = blame(exc, plan.checkout)
+        cause = describe(exc, found)
+        if found.owner not in ("import", "exit"):
+            cause = f"loading the tree raised {cause}"
+        report.status, report.error = ReportStatus.GAP, cause + NEXT
+    _divergences(ledger, plan)
+    report.finish()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _load(sandbox: Sandbox, plan, ledger: Ledger) -> Upstream:
+    for name in plan.real:
+        sandbox.load(name)
+    module = sandbox.load(plan.dsa_module)
+    return Upstream(
+        plan=plan,
+        module=module,
+        metadata_cls=module.DSAtrtllmAttentionMetadata,
+        kv_cache_params_cls=_kv_cache_params(sandbox),
+        ledger=ledger,
+        sandbox=sandbox,
+    )
+
+
+def _run(scenario: Scenario, up: Upstream) -> list[ScenarioResult]:
+    """The scenario's results; one ``gap`` result when it could not judge the tree.
+
+    Only an exception whose innermost non-library frame is upstream's is a verdict (a broken
+    contract); one raised in a fake, a stub, the CUDA runtime, an import, an exit or regress's own
+    driver is a gap (:mod:`regress.sandbox.blame`), which :meth:`CheckReport.finish` turns into
+    the report's gap unless a contract is broken elsewhere.
+    """
+    try:
+        return scenario.run(up)
+    except (Exception, SystemExit) as exc:
+        found = blame(exc, up.plan.checkout)
+        result = ScenarioResult(scenario.name, status=ScenarioStatus.GAP)
+        if found.is_gap:
+            result.note = describe(exc, found)
+            return [result]
+        from regress.dsa.invariants import Violation
+
+        message = f"upstream raised {describe(exc, found)}"
+        result.add([Violation("upstream_raised", message, {"site": found.site})], "while running")
+        return [result]
+
+
+def _kv_cache_params(sandbox: Sandbox) -> type:
+    module = sandbox.load("tensorrt_llm._torch.metadata")
+    return module.KVCacheParams
+
+
+def _divergences(ledger: Ledger, plan) -> None:
+    """Where the CPU run takes another branch than a GPU would (found by reading upstream)."""
+    for name in ledger.real_modules:
+        file = plan.checkout / (name.replace(".", "/") + ".py")
+        text = file.read_text(errors="replace") if file.is_file() else ""
+        if re.search(r"\.is_cuda\b", text) and "def _compute_slot_mappings" in text:
+            ledger.divergences.append(
+                f"{name}: _compute_slot_mappings clamps out-of-range block indices on CUDA but "
+                "asserts on a CPU, so an out-of-range index fails here where a GPU would write "
+                "to a clamped (wrong) slot"
+            )

@@ -1,0 +1,223 @@
+"""The collaborators regress hands upstream's speculative worker: a small draft model of our own.
+
+Upstream's one-model workers (``tensorrt_llm/_torch/speculative/eagle3.py``, ``mtp.py``,
+``draft_target.py``) take the target model's logits and hidden states, a spec config, spec
+metadata and the draft model, and run the draft loop on the attention metadata. Everything here
+stands in for what the model engine would pass; none of it is upstream code, and the attention
+metadata the worker drives is upstream's own. The draft model is deterministic (fixed weights from
+a seeded generator) and returns tensors of the shapes the workers index: hidden states
+``[tokens, hidden]`` and logits ``[rows, vocab]``. It calls :attr:`FakeDraftModel.on_forward` with
+the attention metadata at every draft forward, the point where a real draft layer's attention
+kernels would read the DSA maps.
+
+This module is one of the sandbox's (:data:`regress.sandbox.blame.SANDBOX_MODULES`): a fake
+here that upstream's call does not fit (a missing attribute, an argument it does not take) is a
+gap, never a verdict on the tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: Hidden size and vocabulary of the fake draft model: small, any size works.
+HIDDEN, VOCAB = 16, 64
+
+
+def _weights(seed: int, *shape: int) -> Any:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen) * 0.5
+
+
+class FakeSpecConfig:
+    """The spec config a worker is built with (``MTPDecodingConfig`` / ``EagleDecodingConfig``).
+
+    Attributes:
+        max_draft_len: K.
+        spec_dec_mode: upstream's own ``SpeculativeDecodingMode`` member when the tree has one.
+        num_nextn_predict_layers: K, for the vanilla MTP worker.
+    """
+
+    use_relaxed_acceptance_for_thinking = False
+    use_sa_spec = False
+    draft_offload_enabled = False
+    draft_offload_v2 = False
+
+    def __init__(self, max_draft_len: int, spec_dec_mode: Any) -> None:
+        self.max_draft_len = max_draft_len
+        self.num_nextn_predict_layers = max_draft_len
+        self.max_total_draft_tokens = max_draft_len
+        self.spec_dec_mode = spec_dec_mode
+
+
+class FakeHiddenStatesManager:
+    """The vanilla MTP worker's past-token and past-hidden-state pools (``MTPHiddenStatesManager``)."""
+
+    def __init__(self, max_requests: int, k: int) -> None:
+        import torch
+
+        self.mtp_past_hidden_states_pool = _weights(7, max_requests, k, HIDDEN)
+        self.mtp_past_tokens_pool = (
+            torch.arange(max_requests * k, dtype=torch.int32).reshape(max_requests, k) % VOCAB
+        )
+
+
+class FakeSpecMetadata:
+    """What the model engine's spec metadata gives the worker for one forward.
+
+    Greedy sampling only (``allow_advanced_sampling`` False): the target tokens are the argmax of
+    the logits regress builds, so the accepted count per request is the one regress planned.
+    """
+
+    allow_advanced_sampling = False
+    is_cuda_graph = False
+    is_all_greedy_sample = True
+    use_rejection_sampling = False
+    wants_advanced_draft_sampling = False
+    spec_resource_manager = None
+    all_rank_num_tokens = None
+    all_rank_num_seqs = None
+    subseq_all_rank_num_tokens = None
+    is_spec_dec_tree = False
+    is_spec_dec_dynamic_tree = False
+
+    def __init__(
+        self,
+        *,
+        max_num_requests: int,
+        max_draft_len: int,
+        runtime_draft_len: int,
+        request_ids: list[int],
+        draft_tokens: Any,
+        gather_ids: Any,
+        num_tokens: int,
+        hidden_states: Any,
+    ) -> None:
+        import torch
+
+        self.max_num_requests = max_num_requests
+        self.max_draft_len = max_draft_len
+        self.max_total_draft_tokens = max_draft_len
+        self.runtime_draft_len = runtime_draft_len
+        self.runtime_tokens_per_gen_step = runtime_draft_len + 1
+        self.request_ids = list(request_ids)
+        self.draft_tokens = draft_tokens
+        self.gather_ids = gather_ids
+        self.num_tokens = num_tokens
+        self.batch_indices_cuda = torch.arange(max_num_requests, dtype=torch.int32)
+        # Eagle3 (not MTP-Eagle) projects captured hidden states through apply_eagle3_fc.
+        self.hidden_size = HIDDEN
+        self.layers_to_capture = (0,)
+        self.hidden_states = hidden_states
+        # The vanilla MTP worker's slots and past pools.
+        self.slot_ids = torch.arange(max_num_requests, dtype=torch.long)
+        self.draft_token_indices_cuda = torch.arange(max_draft_len)
+        self.mtp_hidden_states_manager = FakeHiddenStatesManager(max_num_requests, max_draft_len)
+
+
+class FakeDraftLayer:
+    """One MTP layer, called with the embedding, the input ids, the hidden states and the rest."""
+
+    def __init__(self, model: FakeDraftModel, index: int) -> None:
+        self.model = model
+        self.index = index
+
+    def __call__(self, **inputs: Any) -> Any:
+        """Called with keywords only, as every worker calls its draft layers."""
+        return self.model.forward_inputs(inputs)
+
+    def shared_head(
+        self, hidden_states: Any, lm_head: Any, attn_metadata: Any, return_context_logits=False
+    ) -> Any:
+        return self.model.logits_processor(
+            hidden_states, lm_head, attn_metadata, return_context_logits
+        )
+
+
+class FakeDraftNet:
+    """``draft_model.model`` of Eagle3 / DraftTarget: hidden states, optionally with a copy to save."""
+
+    d2t = None
+
+    def __init__(self, model: FakeDraftModel, returns_pair: bool) -> None:
+        self.model = model
+        self.returns_pair = returns_pair
+
+    def __call__(self, **inputs: Any) -> Any:
+        out = self.model.forward_inputs(inputs)
+        return (out, out.clone()) if self.returns_pair else out
+
+
+class FakeDraftModel:
+    """A deterministic draft model with the attributes every one-model worker reads.
+
+    Args:
+        num_layers: MTP layers (the vanilla MTP worker runs each once per draft step).
+        returns_pair: whether ``model(...)`` returns ``(hidden, hidden_to_save)`` (Eagle3).
+        on_forward: called with the attention metadata at every draft forward, before it returns.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        returns_pair: bool,
+        on_forward: Callable[[Any], None] = lambda md: None,
+    ) -> None:
+        self.on_forward = on_forward
+        self.embed = _weights(1, VOCAB, HIDDEN)
+        self.w_hidden = _weights(2, HIDDEN, HIDDEN)
+        self.lm_head = _weights(3, VOCAB, HIDDEN)
+        self.embed_tokens = self.embed
+        self.mtp_layers = [FakeDraftLayer(self, i) for i in range(num_layers)]
+        self.model = FakeDraftNet(self, returns_pair)
+        self.forwards = 0
+
+    def forward_inputs(self, inputs: dict[str, Any]) -> Any:
+        """One draft forward: the metadata is looked at first, then hidden states come back."""
+        from regress.sandbox.cuda import regress_side
+
+        self.forwards += 1
+        self.on_forward(inputs["attn_metadata"])
+        with regress_side():
+            return self._hidden(
+                inputs["input_ids"], inputs.get("position_ids"), inputs.get("hidden_states")
+            )
+
+    def _hidden(self, input_ids: Any, position_ids: Any, hidden: Any) -> Any:
+        import torch
+
+        ids = input_ids.long().reshape(-1) % VOCAB
+        out = self.embed[ids]
+        if hidden is not None and hidden.dim() == 2 and hidden.shape[0] == ids.shape[0]:
+            out = out + hidden.float()[:, :HIDDEN] @ self.w_hidden
+        if position_ids is not None and position_ids.numel() == ids.shape[0]:
+            out = out + 0.01 * position_ids.reshape(-1, 1).float()
+        return torch.tanh(out)
+
+    def apply_eagle3_fc(self, hidden_states: Any) -> Any:
+        return hidden_states[:, :HIDDEN].float()
+
+    def logits_processor(
+        self, hidden_states: Any, lm_head: Any, attn_metadata: Any, return_context_logits=False
+    ) -> Any:
+        """Every row's logits, or only each sequence's last token's (upstream's LogitsProcessor)."""
+        import torch
+
+        logits = hidden_states.float() @ self.lm_head.T
+        if return_context_logits:
+            return logits
+        last = torch.cumsum(attn_metadata.seq_lens_cuda, dim=0, dtype=torch.long) - 1
+        return logits[last]
+
+
+class FakeResourceManager:
+    """The engine's resource manager: hands the worker a separate draft KV-cache manager."""
+
+    def __init__(self, draft_kv_cache_manager: Any) -> None:
+        self.draft_kv_cache_manager = draft_kv_cache_manager
+
+    def get_resource_manager(self, kind: Any) -> Any:
+        return self.draft_kv_cache_manager

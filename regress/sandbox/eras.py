@@ -1,0 +1,370 @@
+"""What the sandbox supplies per tree: the stubs' answers, the environment, how metadata is built.
+
+The era and what runs for real in it are the tree's (:mod:`regress.tree.eras`, resolved once by
+:func:`regress.tree.source.resolve_source_tree`); this module adds only what the sandbox fakes.
+The values were found by running the real files on a CPU: era B ``sparse/dsa/metadata.py`` @
+e5c90626 (with ``indexer.py``, ``trtllm.py``, ``interface.py``), era A ``sparse/dsa.py`` @
+00e3c1a5, era C ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.fakes import (
+    FakeDeepseekV4CacheManager,
+    FakeKVCacheManager,
+    RecordingLogger,
+)
+from regress.sandbox.stubs import StubModule, is_placeholder
+from regress.tree.eras import CALLER_FILES, OPTIONAL_REAL, RUNNER, dotted
+from regress.tree.source import SourceTree
+
+#: Values of sparse-attention settings the metadata reads (DeepSeek-V3.2 defaults).
+SPARSE_SETTINGS: dict[str, Any] = {
+    "index_topk": 2048,
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "indexer_max_chunk_size": 32768,
+    "max_sparse_topk": 2048,
+    "enable_indexer_skip": False,
+    "skip_indexer_for_short_seqs": False,
+    "enable_heuristic_topk": False,
+    "q_split_threshold": 8192,
+    "use_cute_dsl_topk": False,
+    "use_cute_dsl_paged_mqa_logits": False,
+    "indexer_rope_interleave": False,
+}
+#: Fields only a subclass's metadata params carry (``DeepSeekV4MetadataParams``,
+#: ``.../sparse/deepseek_v4/params.py`` @ 50aec1cb): one compress ratio per layer of the fake
+#: manager's two, a sliding-window layer and a sparse (ratio-4, indexed) one.
+PARAMS_ONLY_SETTINGS: dict[str, Any] = {"compress_ratios": [1, 4]}
+
+#: Environment forced inside the sandbox: GPU-only code paths switched off. The fused DSA
+#: decode-metadata kernel (one Triton launch replacing the eager map + slot-mapping chain in
+#: ``on_update_kv_lens()``) is gated by ``TRTLLM_FUSED_DSA_METADATA`` (on only for "1", default off;
+#: ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f ``_fused_dsa_meta_enabled``) and in
+#: newer code by ``TRTLLM_DISABLE_FUSED_DSA_METADATA`` (fusion on by default; upstream's
+#: ``test_fused_metadata.py`` @ 5de04e21): both are forced to the eager path, which runs for real.
+ENV = {"TRTLLM_FUSED_DSA_METADATA": "0", "TRTLLM_DISABLE_FUSED_DSA_METADATA": "1"}
+
+#: A fused-metadata gate read from the DSA module's source: ``os.environ.get("TRTLLM_..FUSED..")``.
+_FUSED_GATE = re.compile(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z0-9_]*FUSED[A-Z0-9_]*)["']""")
+
+
+@dataclass
+class Settings:
+    """Knobs of one sandbox run: the SM version the code believes it runs on, SM count."""
+
+    sm: int = 90
+    num_sms: int = 132
+
+
+@dataclass
+class KVCacheParamsStandIn:
+    """Stands for ``tensorrt_llm/_torch/metadata.py::KVCacheParams`` (a pure-Python dataclass)."""
+
+    use_cache: bool = True
+    num_cached_tokens_per_seq: list[int] | None = None
+    block_ids_per_seq: list[list[int]] | None = None
+    host_max_attention_window_sizes: Any = None
+    host_sink_token_length: Any = None
+    num_extra_kv_tokens: int = 0
+
+
+def _compile_passthrough(*args: Any, **kwargs: Any) -> Any:
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return args[0]
+    return lambda fn: fn
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def stub_values(settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
+    """What each stubbed module answers, with the reason it is safe to fake."""
+    import torch
+
+    def mqa_metadata(context_lens, block_kv, num_sms):
+        return torch.zeros((num_sms + 1, 2), dtype=torch.int32, device=context_lens.device)
+
+    global_attrs = types.SimpleNamespace()
+    logger = RecordingLogger()
+    utils = {
+        "prefer_pinned": (lambda: False, "no pinned memory on a CPU build"),
+        "maybe_pin_memory": (lambda t: t.clone(), "a CPU copy (pinning copies upstream too)"),
+        "get_sm_version": (lambda: settings.sm, f"pretends SM {settings.sm}"),
+        "ceil_div": (_ceil_div, "integer ceil division"),
+    }
+    return {
+        "tensorrt_llm._utils": utils,
+        "tensorrt_llm.math_utils": {"ceil_div": utils["ceil_div"]},
+        "tensorrt_llm.deep_gemm": {
+            "get_num_sms": (lambda: settings.num_sms, f"{settings.num_sms} SMs (H200)"),
+            "get_paged_mqa_logits_metadata": (
+                mqa_metadata,
+                "DeepGEMM scheduler metadata (a CUDA kernel): zeros of the right shape",
+            ),
+        },
+        "tensorrt_llm._torch.utils": {
+            "maybe_compile": (_compile_passthrough, "torch.compile decorator: identity"),
+            "get_model_extra_attrs": (lambda: None, "no model context"),
+            "get_global_attrs": (lambda: global_attrs, "a namespace"),
+            "ceil_div": utils["ceil_div"],
+        },
+        "tensorrt_llm._torch.metadata": {
+            "KVCacheParams": (KVCacheParamsStandIn, "pure-Python dataclass, same fields"),
+        },
+        "tensorrt_llm._torch.cute_dsl_utils": {
+            "IS_CUTLASS_DSL_AVAILABLE": (False, "no CuTe DSL on a CPU"),
+        },
+        "tensorrt_llm._torch.flashinfer_utils": {
+            "IS_FLASHINFER_AVAILABLE": (False, "no flashinfer on a CPU (greedy sampling only)"),
+        },
+        "tensorrt_llm.logger": {"logger": (logger, "messages recorded, not printed")},
+        "tensorrt_llm._torch.attention.backends.cpp_schema": {
+            "cpp_metadata": (
+                _cpp_field,
+                "C++ schema annotation on a dataclass field: a plain field with the default",
+            ),
+        },
+    }
+
+
+def _cpp_field(*, ctype: Any = None, default: Any = None, **kwargs: Any) -> Any:
+    return dataclasses.field(default=default)
+
+
+def cache_manager_values(dsa_dir_module: str) -> dict[str, dict[str, tuple[Any, str]]]:
+    """``is_dsa_cache_manager`` is an isinstance check on C++-backed classes: accept the fake."""
+    check = (
+        lambda m: (
+            isinstance(m, FakeKVCacheManager) and not isinstance(m, FakeDeepseekV4CacheManager)
+        ),
+        "isinstance against C++-backed managers: accepts the fake DSA manager (the DeepSeek-V4 "
+        "one is a KVCacheManagerV2, not a DSA manager, upstream too)",
+    )
+    return {f"{dsa_dir_module}.cache_manager": {"is_dsa_cache_manager": check}}
+
+
+@dataclass
+class EraPlan:
+    """What to execute for one resolved tree.
+
+    Attributes:
+        tree: the resolved tree (its era, module locations).
+        real: dotted names executed from source.
+        dsa_module: the module defining ``DSAtrtllmAttentionMetadata``.
+        runner_module: the layer-wise runner module, or None when the tree has none.
+    """
+
+    tree: SourceTree
+    real: tuple[str, ...]
+    dsa_module: str
+    runner_module: str | None
+    env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(ENV))
+    fused_gates: tuple[str, ...] = ()
+    caller_modules: tuple[str, ...] = ()
+
+    @property
+    def checkout(self) -> Path:
+        return self.tree.package_dir.parent
+
+
+def plan_for(tree: SourceTree) -> EraPlan:
+    """The modules to execute for ``tree`` (its era's :attr:`~regress.tree.eras.Era.real`)."""
+    era = tree.era
+    real = [dotted(rel) for rel in era.files(era.real)]
+    for rel in era.files(OPTIONAL_REAL):
+        if (tree.package_dir / rel).is_file() and dotted(rel) not in real:
+            real.insert(0, dotted(rel))
+    runner = tree.package_dir / RUNNER
+    gates = fused_gates(tree.package_dir / era.dsa_metadata)
+    env = dict(ENV)
+    for gate in gates:  # a gate regress does not know yet: disable by its name's sense
+        env.setdefault(gate, "1" if "DISABLE" in gate else "0")
+    callers = [dotted(f) for f in CALLER_FILES if (tree.package_dir / f).is_file()]
+    return EraPlan(
+        tree=tree,
+        real=tuple(real),
+        dsa_module=dotted(era.dsa_metadata),
+        runner_module=dotted(RUNNER) if runner.is_file() else None,
+        env=env,
+        fused_gates=gates,
+        caller_modules=tuple(callers),
+    )
+
+
+def fused_gates(dsa_file: Path) -> tuple[str, ...]:
+    """The fused-DSA-metadata environment gates the DSA module reads, in source order."""
+    try:
+        text = dsa_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    return tuple(dict.fromkeys(_FUSED_GATE.findall(text)))
+
+
+def all_values(plan: EraPlan, settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
+    values = stub_values(settings)
+    dsa_dir = plan.dsa_module.rsplit(".", 1)[0]
+    values.update(cache_manager_values(dsa_dir))
+    return values
+
+
+def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> dict[str, Any]:
+    """The sparse-settings constructor argument the era's metadata takes.
+
+    Older era B (e5c90626) reads ``self.sparse_attention_config`` (a ``SparseAttentionConfig``);
+    later era B and era C take ``sparse_metadata_params=DSAMetadataParams(...)`` from the real
+    ``params.py`` and raise without it.
+    """
+    fields = getattr(cls, "__dataclass_fields__", {})
+    init = inspect.signature(cls.__init__).parameters
+    params_cls = getattr(dsa_module, "DSAMetadataParams", None)
+    sibling = sys.modules.get(dsa_module.__name__.rsplit(".", 1)[0] + ".params")
+    if params_cls is None and sibling is not None and not isinstance(sibling, StubModule):
+        params_cls = getattr(sibling, "DSAMetadataParams", None)
+    if is_placeholder(params_cls):
+        params_cls = None  # a stub, not the real dataclass: this era does not take it
+    params_cls = _most_derived(sys.modules.get(cls.__module__), params_cls)
+    if params_cls is not None and (
+        "sparse_metadata_params" in fields or "sparse_metadata_params" in init
+    ):
+        return {"sparse_metadata_params": build_params(params_cls, ledger)}
+    config = types.SimpleNamespace(**SPARSE_SETTINGS)
+    if "sparse_attention_config" in fields or "sparse_attention_config" in init:
+        ledger.note(
+            "collaborator", "sparse_attention_config", "a namespace of DeepSeek-V3.2 settings"
+        )
+        return {"sparse_attention_config": config}
+    # The metadata reads the attribute but this interface.py has no such field (version skew).
+    cls.sparse_attention_config = config
+    ledger.note(
+        "shim",
+        f"{cls.__name__}.sparse_attention_config",
+        "class attribute: the metadata reads it but interface.py declares no such field",
+    )
+    return {}
+
+
+def _most_derived(module: types.ModuleType | None, params_cls: type | None) -> type | None:
+    """The subclass of ``params_cls`` a subclass's module uses, if any (DeepSeek-V4's
+    ``__post_init__`` raises unless its params are a ``DeepSeekV4MetadataParams``)."""
+    if module is None or params_cls is None:
+        return params_cls
+    found = params_cls
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and not is_placeholder(value)
+            and issubclass(value, found)
+            and dataclasses.is_dataclass(value)
+        ):
+            found = value
+    return found
+
+
+def build_params(params_cls: type, ledger: Ledger) -> Any:
+    """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows."""
+    if not dataclasses.is_dataclass(params_cls):
+        raise SandboxGap(f"{params_cls.__qualname__} to be a dataclass (it is not)")
+    kwargs = {}
+    settings = {**SPARSE_SETTINGS, **PARAMS_ONLY_SETTINGS}
+    for f in dataclasses.fields(params_cls):
+        if f.name in settings:
+            kwargs[f.name] = settings[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SandboxGap(
+                f"a value for the required field {params_cls.__qualname__}.{f.name}",
+                hint="Add it to regress.sandbox.eras.SPARSE_SETTINGS.",
+            )
+    ledger.note(
+        "collaborator", params_cls.__qualname__, f"real dataclass, fields set: {sorted(kwargs)}"
+    )
+    return params_cls(**kwargs)
+
+
+@dataclass
+class Upstream:
+    """The loaded real classes of one tree and how to construct its metadata.
+
+    ``sandbox`` is the live :class:`~regress.sandbox.shells.Sandbox` (scenarios that load one
+    more real module, like the layer-wise runner, go through it).
+    """
+
+    plan: EraPlan
+    module: types.ModuleType
+    metadata_cls: type
+    kv_cache_params_cls: type
+    ledger: Ledger
+    sandbox: Any = None
+    workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
+
+    def make_metadata(
+        self,
+        kv_cache_manager: FakeKVCacheManager,
+        *,
+        max_num_tokens: int,
+        seq_lens: Any = None,
+        num_contexts: int = 0,
+        cached: list[int] | None = None,
+        draft_kv_cache_manager: Any = None,
+        metadata_cls: type | None = None,
+        sparse_params: Any = None,
+    ) -> Any:
+        """A fresh metadata object, as ``model_engine`` builds it (``seq_lens`` may be None).
+
+        ``draft_kv_cache_manager`` is a separate draft KV cache (a field of newer
+        ``AttentionMetadata``); ``metadata_cls`` another metadata class of the tree: a DSA-family
+        one gets the era's sparse settings (its own params subclass where it has one), the dense
+        ``TrtllmAttentionMetadata`` the DSA class extends none; ``sparse_params`` replaces them
+        (a scenario's own ``sparse_metadata_params``, DeepSeek-V4's compress ratios).
+        """
+        import torch
+
+        n = kv_cache_manager.max_batch_size
+        kwargs: dict[str, Any] = {
+            "max_num_requests": n,
+            "max_num_tokens": max_num_tokens,
+            "max_num_sequences": n,
+            "kv_cache_manager": kv_cache_manager,
+            "seq_lens": None if seq_lens is None else torch.as_tensor(seq_lens, dtype=torch.int),
+            "num_contexts": num_contexts,
+        }
+        if seq_lens is not None:
+            kwargs.update(self.batch_kwargs(len(seq_lens), cached))
+        if draft_kv_cache_manager is not None:
+            kwargs["draft_kv_cache_manager"] = draft_kv_cache_manager
+        cls = metadata_cls or self.metadata_cls
+        if sparse_params is not None:
+            kwargs["sparse_metadata_params"] = sparse_params
+        elif issubclass(cls, self.metadata_cls):
+            kwargs.update(self.sparse_kwargs(cls))
+        return cls(**kwargs)
+
+    def sparse_kwargs(self, cls: type | None = None) -> dict[str, Any]:
+        """The era's sparse-settings constructor argument (see :func:`_sparse_kwargs`)."""
+        cls = cls or self.metadata_cls
+        module = sys.modules.get(cls.__module__)
+        if getattr(module, "DSAMetadataParams", None) is None:  # a subclass defined elsewhere
+            module = self.module
+        return _sparse_kwargs(cls, self.ledger, module)
+
+    def batch_kwargs(self, batch: int, cached: list[int] | None = None) -> dict[str, Any]:
+        cached = list(cached) if cached is not None else [40 + 10 * i for i in range(batch)]
+        return {
+            "request_ids": list(range(batch)),
+            "prompt_lens": list(cached),
+            "kv_cache_params": self.kv_cache_params_cls(
+                use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
+            ),
+        }

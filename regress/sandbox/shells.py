@@ -1,0 +1,216 @@
+"""Import selected real modules of a TensorRT-LLM tree with no package ``__init__`` executed.
+
+Every ``tensorrt_llm`` package directory becomes an empty *shell* module whose ``__path__`` points
+into the tree, so ``tensorrt_llm/__init__.py`` (which loads the compiled bindings) never runs.
+Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module and
+the third-party packages of :data:`regress.sandbox.stubs.THIRD_PARTY` are strict stubs. A shell
+still answers the names its ``__init__`` re-exports from a real submodule
+(``from ..attention_backend import AttentionMetadata`` in
+``tensorrt_llm/_torch/speculative/eagle3.py``, the one stored version, commit unknown): the
+``from .interface import AttentionMetadata`` lines of the package's
+``__init__.py`` are read, never run, and only a name that comes from a module the sandbox executes
+anyway is handed out; anything else stays missing, a gap. The
+sandbox owns ``sys.modules`` entries under those names only while it is entered and restores
+whatever was there before, so it can run twice in one process (tests, bisect probes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox.cuda import cuda_on_cpu
+from regress.sandbox.stubs import THIRD_PARTY, StubModule
+
+ROOT_PACKAGE = "tensorrt_llm"
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, make):
+        self.make = make
+
+    def create_module(self, spec):
+        return self.make(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    def find_spec(self, fullname, path=None, target=None):
+        top = fullname.partition(".")[0]
+        sb = self.sandbox
+        if top == ROOT_PACKAGE:
+            base = sb.checkout / Path(*fullname.split("."))
+            if fullname in sb.real:
+                return sb._real_spec(fullname, base)
+            if fullname.rpartition(".")[0] in sb.real and not _exists(base):
+                return None  # `from <real package> import <name it lacks>`: upstream's ImportError
+            if base.is_dir():
+                spec = importlib.machinery.ModuleSpec(fullname, _Loader(sb._shell), is_package=True)
+                spec.submodule_search_locations = [str(base)]
+                return spec
+            return importlib.machinery.ModuleSpec(fullname, _Loader(sb._stub), is_package=True)
+        if top in THIRD_PARTY:
+            return importlib.machinery.ModuleSpec(fullname, _Loader(sb._stub), is_package=True)
+        return None
+
+
+def _reexports(init: Path, package: str) -> dict[str, tuple[str, str]]:
+    """``name -> (module, name there)`` for the top-level ``from .x import name`` of ``init``."""
+    import ast
+
+    try:
+        tree = ast.parse(init.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+            continue
+        for alias in node.names:
+            if alias.name != "*":
+                out[alias.asname or alias.name] = (f"{package}.{node.module}", alias.name)
+    return out
+
+
+def _exists(base: Path) -> bool:
+    """Whether ``base`` names a source module, a package or a compiled extension in the tree."""
+    return base.is_dir() or any(base.parent.glob(base.name + ".*"))
+
+
+class Sandbox:
+    """A context in which ``import tensorrt_llm...`` resolves to shells, real files and stubs.
+
+    Args:
+        checkout: the directory holding ``tensorrt_llm/``.
+        real: dotted names of the modules executed from source.
+        values: per stubbed module, ``{name: (value, why)}`` handed out instead of placeholders.
+        env: environment variables forced while inside (e.g. a GPU-only code path switched off).
+        ledger: where every fake is recorded.
+    """
+
+    def __init__(
+        self,
+        checkout: Path,
+        real: Iterable[str],
+        values: Mapping[str, Mapping[str, tuple[Any, str]]],
+        *,
+        env: Mapping[str, str] | None = None,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.checkout = Path(checkout).resolve()
+        self.real = set(real)
+        self.values = values
+        self.env = dict(env or {})
+        self.ledger = ledger or Ledger()
+        self._finder = _Finder(self)
+        self._saved: dict[str, types.ModuleType] = {}
+        self._saved_env: dict[str, str | None] = {}
+        self._cuda = None
+
+    def _real_spec(self, fullname: str, base: Path) -> importlib.machinery.ModuleSpec | None:
+        """A module executed from its file; a package (its ``__init__``, re-exports) likewise."""
+        file, init = base.with_suffix(".py"), base / "__init__.py"
+        if not file.is_file() and init.is_file():
+            self.ledger.real_modules.append(fullname)
+            return importlib.util.spec_from_file_location(
+                fullname, init, submodule_search_locations=[str(base)]
+            )
+        if not file.is_file():
+            raise SandboxGap(f"the real module {fullname} ({file} is missing)")
+        self.ledger.real_modules.append(fullname)
+        return importlib.util.spec_from_file_location(fullname, file)
+
+    def _owned(self, name: str) -> bool:
+        top = name.partition(".")[0]
+        return top == ROOT_PACKAGE or top in THIRD_PARTY
+
+    def _shell(self, name: str) -> types.ModuleType:
+        self.ledger.note("shell", name, "package __init__ not executed")
+        shell = types.ModuleType(name)
+        shell.__regress_shell__ = True  # a missing attribute here is the sandbox's (blame.py)
+        init = self.checkout / Path(*name.split(".")) / "__init__.py"
+        exports = _reexports(init, name)
+        if exports:
+            shell.__getattr__ = self._reexporter(name, exports)
+        return shell
+
+    def _reexporter(self, package: str, exports: dict[str, tuple[str, str]]):
+        def __getattr__(attr: str) -> Any:
+            target = exports.get(attr)
+            if target is None or attr.startswith("__") or target[0] not in self.real:
+                raise AttributeError(f"module {package!r} has no attribute {attr!r}")
+            module, source_name = target
+            value = getattr(importlib.import_module(module), source_name)
+            self.ledger.note(
+                "shell", f"{package}.{attr}", f"re-exported from {module} (__init__ read, not run)"
+            )
+            return value
+
+        return __getattr__
+
+    def _stub(self, name: str) -> types.ModuleType:
+        self.ledger.note("module-stub", name, "strict stub")
+        return StubModule(
+            name, values=self.values.get(name, {}), ledger=self.ledger, root=self.checkout
+        )
+
+    def __enter__(self) -> Sandbox:
+        for name in [n for n in sys.modules if self._owned(n)]:
+            self._saved[name] = sys.modules.pop(name)
+        for key, value in self.env.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+            self.ledger.note("env", key, f"forced to {value!r} in the sandbox")
+        sys.meta_path.insert(0, self._finder)
+        importlib.invalidate_caches()
+        self._cuda = cuda_on_cpu(self.ledger)
+        self._cuda.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._cuda is not None:
+                self._cuda.__exit__(*exc)
+        finally:
+            if self._finder in sys.meta_path:
+                sys.meta_path.remove(self._finder)
+            for name in [n for n in sys.modules if self._owned(n)]:
+                del sys.modules[name]
+            sys.modules.update(self._saved)
+            self._saved.clear()
+            for key, old in self._saved_env.items():
+                if old is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = old
+            self._saved_env.clear()
+
+    def add_real(self, modules: Iterable[str]) -> None:
+        """Execute these modules from source too (a scenario that needs one more real class)."""
+        self.real.update(modules)
+
+    def load(self, module: str) -> types.ModuleType:
+        """Import ``module`` inside the sandbox; an import-time gap names the missing piece."""
+        try:
+            return importlib.import_module(module)
+        except SandboxGap:
+            raise
+        except ImportError as exc:
+            raise SandboxGap(
+                f"an importable {exc.name or module} (importing {module}: {exc})",
+                hint="Mark it real or stubbed in regress.sandbox.eras.",
+            ) from exc
