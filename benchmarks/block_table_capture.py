@@ -18,14 +18,14 @@ import sys
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN
-from regress.dsa.transitions import collapse, save_layout
+from regress.dsa.transitions import collapse, save_target
 from regress.upstream import Ledger
 from regress.upstream.check import _load
 from regress.upstream.eras import Settings, all_values, plan_for
 from regress.upstream.fakes import FakeKVCacheManager
 from regress.upstream.layout import resolve_source_tree
 from regress.upstream.shells import Sandbox
-from regress.upstream.stale_state import Subject, _recipe
+from regress.upstream.stale_state import Subject, _blueprint
 
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "scalar_tensor", "lift", "tensor", "rand")
 
@@ -52,13 +52,11 @@ def main(tree):
         up = _load(sb, plan, ledger)
         batch = next(b for b in BATCHES if b.name == "verify_4x4")
         kvm = FakeKVCacheManager(CAPACITY)
-        recipe = _recipe(
-            up, Subject(up.metadata_cls, lambda: kvm), kvm, len(batch.seq_lens), DRAFT_LEN
-        )
-        md = recipe.make()
-        recipe.prepare(md, batch.layout(DRAFT_LEN))
-        saved = save_layout(md)
-        collapse(md, saved, DRAFT_LEN, batch.accepted(DRAFT_LEN))
+        blueprint = _blueprint(up, Subject(up.metadata_cls, lambda: kvm), kvm, batch)
+        md = blueprint.make()
+        blueprint.prepare(md, batch)
+        saved = save_target(md)
+        collapse(md, saved, DRAFT_LEN, batch.accepted())
         md.kv_lens_cuda[: md.num_seqs] += (
             1  # advance, as the draft loop does before update_for_spec_dec()
         )

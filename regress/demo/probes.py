@@ -114,9 +114,10 @@ pristine = snapshot_spec_state(create_run_pack("GEN", seq_len_q=1, **pack))
 found += check_dense_untouched(pristine, create_run_pack("GEN", seq_len_q=4, **pack))
 # The top-k conversion's block table covers every block a chained draft step reaches: request 2
 # (60 cached + 4 verified) writes its first chained draft at position 64, block 2 of 32 tokens.
+from regress.dsa.announce import announce_speculation  # noqa: E402
+from regress.dsa.batch import Batch, prepare_batch  # noqa: E402
 from regress.dsa.invariants import Violation  # noqa: E402
-from regress.dsa.lifecycle import Forward, announce, set_layout  # noqa: E402
-from regress.dsa.transitions import advance, collapse, save_layout  # noqa: E402
+from regress.dsa.transitions import advance, collapse, save_target  # noqa: E402
 
 md = DSAtrtllmAttentionMetadata(
     max_num_requests=4,
@@ -124,11 +125,9 @@ md = DSAtrtllmAttentionMetadata(
     kv_cache_manager=PagedKVCacheManager.for_requests(4, 512, tokens_per_block=32),
     defects=(),
 )
-verify = Forward(seq_lens=(4, 4, 4, 4), num_contexts=0, cached=(40, 27, 60, 90))
-announce(md, verify, 3)
-set_layout(md, verify)
-md.prepare()
-collapse(md, save_layout(md), 3, [4, 4, 4, 4])
+announce_speculation(md, 4, 3)
+prepare_batch(md, Batch(seq_lens=(4, 4, 4, 4), cached=(40, 27, 60, 90)))
+collapse(md, save_target(md), 3, [4, 4, 4, 4])
 advance(md, 4)
 for r, kv in enumerate(md.kv_lens_cuda[:4].tolist()):
     row = md.block_table[r, : -(-kv // 32)].tolist()

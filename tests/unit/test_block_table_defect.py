@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from regress.dsa.lifecycle import Forward, announce, set_layout
-from regress.dsa.transitions import advance, collapse, restore_layout, save_layout
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.transitions import advance, collapse, restore_target, save_target
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
 
@@ -25,24 +26,18 @@ def _metadata(manager, defects, k=K):
     md = DSAtrtllmAttentionMetadata(
         max_num_requests=8, max_num_tokens=64, kv_cache_manager=manager, defects=defects
     )
-    announce(md, Forward(seq_lens=(1 + k,) * 4), k)
+    announce_speculation(md, 4, k)
     return md
 
 
 def _verify(md, cached=CACHED, request_ids=(0, 1, 2, 3), k=K):
-    forward = Forward(
-        seq_lens=(1 + k,) * len(cached),
-        num_contexts=0,
-        cached=tuple(cached),
-        request_ids=tuple(request_ids),
-    )
-    set_layout(md, forward)
-    md.prepare()
+    batch = Batch(seq_lens=(1 + k,) * len(cached), cached=tuple(cached), request_ids=request_ids)
+    prepare_batch(md, batch)
 
 
 def _first_chained_step(md, k=K):
     """Draft step 0's collapse (every draft accepted) and its advance: the next step's layout."""
-    saved = save_layout(md)
+    saved = save_target(md)
     collapse(md, saved, k, [k + 1] * md.num_seqs)
     advance(md, md.num_seqs)
     return saved
@@ -113,7 +108,7 @@ def test_the_widest_row_reads_the_block_an_earlier_forward_left_past_its_columns
     manager = PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
     md = _metadata(manager, ("stale_block_table",))
     _verify(md, cached=(80, 20), request_ids=(0, 1))  # row 0: request 0, kv 84, blocks 0-2
-    restore_layout(md, _first_chained_step(md))
+    restore_target(md, _first_chained_step(md))
     _verify(md, cached=(60, 20), request_ids=(3, 1))  # row 0: request 3, kv 64, widest: 2 blocks
     _first_chained_step(md)
     slot = _own_slots(md)[0]
@@ -130,7 +125,7 @@ def test_contract_block_table_covers_every_block_the_draft_loop_reaches(defects)
     manager = PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
     md = _metadata(manager, defects)
     _verify(md)
-    saved = save_layout(md)
+    saved = save_target(md)
     collapse(md, saved, K, [K + 1] * 4)
     rows = manager.block_table_rows([0, 1, 2, 3])
     for _ in range(K):
