@@ -17,15 +17,15 @@ import sys
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from regress.check.check import _load
+from regress.check.stale_state import Subject, _blueprint
 from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN
 from regress.dsa.transitions import collapse, save_target
-from regress.upstream import Ledger
-from regress.upstream.check import _load
-from regress.upstream.eras import Settings, all_values, plan_for
-from regress.upstream.fakes import FakeKVCacheManager
-from regress.upstream.layout import resolve_source_tree
-from regress.upstream.shells import Sandbox
-from regress.upstream.stale_state import Subject, _blueprint
+from regress.sandbox import Ledger
+from regress.sandbox.eras import Settings, all_values, plan_for
+from regress.sandbox.fakes import FakeKVCacheManager
+from regress.sandbox.shells import Sandbox
+from regress.tree.layout import resolve_source_tree
 
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "scalar_tensor", "lift", "tensor", "rand")
 
