@@ -25,7 +25,7 @@ from regress.sandbox import Ledger
 from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.shells import Sandbox
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "scalar_tensor", "lift", "tensor", "rand")
 
