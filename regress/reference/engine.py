@@ -77,6 +77,10 @@ class ReferenceEngine:
             ``regress.reference.metadata``); ``regress demo`` passes each commit's own copy.
         draft_cache: the module with the draft layer's cache choices (default:
             ``regress.reference.draft_cache``); ``regress demo`` passes each commit's own copy.
+        tokens_per_block: KV block size of the paged caches (default 16).
+        overlap_scheduler: model the overlap scheduler's host view: the host builds each
+            forward's tables believing every draft of the request's previous iteration was
+            accepted (the device lengths stay true); only ``stale_block_table`` reads it.
     """
 
     model_name = MODEL_NAME
@@ -92,6 +96,8 @@ class ReferenceEngine:
         config: ModelConfig | None = None,
         metadata_cls: type | None = None,
         draft_cache: Any = None,
+        tokens_per_block: int = TOKENS_PER_BLOCK,
+        overlap_scheduler: bool = False,
     ) -> None:
         import torch
 
@@ -114,6 +120,8 @@ class ReferenceEngine:
             base = index_share_config(base)  # the defect lives on the index-share path
         self.config = base if seed == 0 else _reseed(base, base.seed + seed)
         self.sentinel = sentinel
+        self.tokens_per_block = int(tokens_per_block)
+        self.overlap_scheduler = bool(overlap_scheduler)
         self.metadata_cls = metadata_cls or DSAtrtllmAttentionMetadata
         self.draft_cache = draft_cache or default_draft_cache
         self.sentinel_violations: list[dict[str, Any]] = []
