@@ -120,6 +120,24 @@ def link_binaries(installed: Path, target: Path) -> list[Path]:
     return made
 
 
+def check_repo(repo: Path, revisions: Sequence[str], recipe: str) -> None:
+    """Refuse a repository with no ``tensorrt_llm/`` package at any of ``revisions``.
+
+    Pointed at another repository, every commit was a skip: four probe runs, then an indirect
+    "cannot test the endpoints". One ``git cat-file`` per endpoint says it before any run.
+    """
+    from regress.bisect.git import git
+
+    for rev in revisions:
+        found = git(["cat-file", "-e", f"{rev}:tensorrt_llm"], cwd=repo, check=False)
+        if found.returncode == 0:
+            return
+    raise UsageError(
+        f"--recipe {recipe}: {repo} has no tensorrt_llm/ package at --good or --bad, so it is "
+        "not a TensorRT-LLM checkout; point --repo at one, or drop --recipe"
+    )
+
+
 @dataclass
 class TrtllmRecipe:
     """Build command and per-commit environment for bisecting a TensorRT-LLM checkout.
@@ -167,6 +185,10 @@ class TrtllmRecipe:
     def config(self) -> dict[str, str | None]:
         return {"recipe": "trtllm", "mode": self.mode, "wheel": self.wheel}
 
+    def check_repo(self, repo: Path, revisions: Sequence[str]) -> None:
+        name = "trtllm-precompiled" if self.mode == "precompiled" else "trtllm"
+        check_repo(repo, revisions, name)
+
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return native_warning(touching)
 
@@ -209,6 +231,9 @@ class SourceRecipe:
         # the file's contents change verdicts: a stored verdict is reused only for the same list
         known = {"known": str(self.known), "known_sha256": self._known_sha} if self.known else {}
         return {"recipe": "trtllm-source", **known}
+
+    def check_repo(self, repo: Path, revisions: Sequence[str]) -> None:
+        check_repo(repo, revisions, "trtllm-source")
 
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return None
