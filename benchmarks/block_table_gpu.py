@@ -108,7 +108,13 @@ def stale_entries(result, live, blueprint):
 
 def run_cell(plan, sm, share, fused, device):
     """One cell: ``{"status": "ran", "rows": [...], ...}`` or ``{"status": "gap", "reason"}``."""
-    out = {"sm": sm, SHARE: share, "fused_decode_metadata": fused, "rows": [], "callers": []}
+    word = {None: "n/a", False: "off", True: "on"}
+    name = f"fused={word[fused]},share={word[share]},sm={sm}"  # H8's cell string, these axes
+    out = {"cell": name, "sm": sm, SHARE: share, "fused_decode_metadata": fused}
+    out.update(rows=[], callers=[])
+    if fused and device == "cpu":
+        why = "the fused decode metadata is a Triton kernel: it runs with --device cuda only"
+        return {**out, "status": "skipped", "reason": why}
     p = cell_plan(plan, fused)
     ledger = Ledger()
     try:
@@ -161,10 +167,12 @@ def run_batch(up, subject, batch, cell):
 
 
 def machine(device):
+    """What ran it: torch, the device's name, the host."""
     import torch
 
     info = {"torch": torch.__version__, "python": platform.python_version(),
-            "host": f"{platform.machine()}, {os.cpu_count()} CPUs", "device": device}  # fmt: skip
+            "host": f"{platform.machine()}, {os.cpu_count()} CPUs", "device": device,
+            "load_average": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
     if device == "cuda":
         info["device_name"] = torch.cuda.get_device_name(0)
         info["cuda"] = torch.version.cuda
@@ -173,33 +181,25 @@ def machine(device):
     return info
 
 
-def _switches(cell):
-    fused = cell["fused_decode_metadata"]
-    parts = [f"sm={cell['sm']}", f"{SHARE}={'on' if cell[SHARE] else 'off'}"]
-    if fused is not None:
-        parts.append(f"fused_decode_metadata={'on' if fused else 'off'}")
-    return " ".join(parts)
-
-
-def report(tree, info, results):
-    print(
+def report(tree, info, results, say=print):
+    """The human lines: one per cell, one per stale entry under it, a total."""
+    say(
         f"block_table_gpu: {tree} on {info['device']} ({info['device_name']}, torch {info['torch']})"
     )
     for cell in results:
-        head = f"cell {_switches(cell)}"
+        head = f"cell {cell['cell']}"
         if cell["status"] != "ran":
-            print(f"{head}: {cell['status']}: {cell['reason']}")
+            say(f"{head}: {cell['status']}: {cell['reason']}")
             continue
         callers = "; ".join(dict.fromkeys(cell["callers"]))
-        print(
-            f"{head}: {len(cell['rows'])} stale entries (tensors on {cell['device']}; caller: {callers})"
-        )
+        n, dev = len(cell["rows"]), cell["device"]
+        say(f"{head}: {n} stale entries (tensors on {dev}; caller: {callers})")
         for r in cell["rows"]:
-            print(f"  {r['scenario']} {r['checkpoint']}: request {r['request']} (row {r['row']}) "
+            say(f"  {r['scenario']} {r['checkpoint']}: request {r['request']} (row {r['row']}) "
                   f"column {r['column']}: live {r['live']}, expected {r['expected']}")  # fmt: skip
     ran = [c for c in results if c["status"] == "ran"]
     hit = sum(1 for c in ran if c["rows"])
-    print(f"{sum(len(c['rows']) for c in ran)} stale entries in {hit} of {len(ran)} cells run "
+    say(f"{sum(len(c['rows']) for c in ran)} stale entries in {hit} of {len(ran)} cells run "
           f"({len(results)} cells)")  # fmt: skip
 
 
@@ -223,10 +223,11 @@ def main(argv=None):
     info = machine(args.device)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     results = [run_cell(plan, *cell, args.device) for cell in cells(plan)]
-    report(args.trtllm_src, info, results)
+    to_stderr = lambda line: print(line, file=sys.stderr)  # noqa: E731  (--json - owns stdout)
+    report(args.trtllm_src, info, results, to_stderr if args.json == "-" else print)
     if args.json:
-        doc = {"tree": args.trtllm_src, "era": plan.tree.era.name, "started": started,
-               "machine": info, "field": FIELD, "cells": results}  # fmt: skip
+        doc = {"command": sys.argv, "tree": args.trtllm_src, "era": plan.tree.era.name,
+               "started": started, "machine": info, "field": FIELD, "cells": results}  # fmt: skip
         text = json.dumps(doc, indent=1, default=str)
         if args.json == "-":
             print(text)
@@ -236,7 +237,8 @@ def main(argv=None):
     ran = [c for c in results if c["status"] == "ran"]
     if not ran:
         why = results[0].get("reason", "") if results else "no cell"
-        print(f"error: {args.trtllm_src}: no cell could run ({why})", file=sys.stderr)
+        print(f"error: --trtllm-src {args.trtllm_src}: no cell could run: {why}; fix the tree "
+              "or pass another checkout", file=sys.stderr)  # fmt: skip
         return 3
     return 0 if any(c["rows"] for c in ran) else 1
 
