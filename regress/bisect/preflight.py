@@ -36,7 +36,7 @@ def check_metric_path(path: str | None) -> None:
     except KeyError as exc:
         raise UsageError(
             f"--metric {path!r}: {exc.args[0]}; give a dotted path with list indices, e.g. "
-            "runs[1].acceptance_length"
+            "runs[1].score"
         ) from None
 
 
