@@ -24,7 +24,7 @@ CALLERS = {
     "sentinel_lifecycle": "two executor forwards and a draft loop, with the runtime sentinel",
     "draft_callers": "every one-model worker of the tree (`speculative/*.py`), its own draft loop",
     "metadata_classes": "every DSA-family metadata class of the tree, each map it carries",
-    "fused_metadata": "the eager map chain with the fused-metadata gate forced off",
+    "fused_metadata": "the fused decode-metadata kernel with the tree's gate on (Triton, run for real)",
     "draft_kv_cache": "the worker's switch to a separate draft KV cache",
     "ragged_verify": "per-request verification windows and their row maps",
     "stale_state": "two forwards and their draft loops, every checkpoint compared with a "
