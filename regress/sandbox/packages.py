@@ -57,12 +57,14 @@ _IMPORTLIB = os.path.dirname(importlib.abc.__file__)
 _SHELLS = os.path.join(os.path.dirname(__file__), "shells.py")
 
 
-def installed(name: str, skip: object = None) -> bool:
-    """Whether ``name`` is importable outside the sandbox (its finder ``skip`` left out)."""
-    if name in sys.modules:
+def installed(name: str) -> bool:
+    """Whether ``name`` is importable outside any sandbox (its finders and stubs looked past)."""
+    from regress.sandbox.stubs import StubModule
+
+    if name in sys.modules and not isinstance(sys.modules[name], StubModule):
         return sys.modules[name] is not None
     for finder in sys.meta_path:
-        if finder is skip or not hasattr(finder, "find_spec"):
+        if getattr(finder, "_regress_sandbox", False) or not hasattr(finder, "find_spec"):
             continue
         try:
             if finder.find_spec(name, None) is not None:
@@ -135,7 +137,9 @@ def import_site() -> tuple[str, int, bool] | None:
                 _SHELLS,
             )
         ):
-            if frame.f_code.co_name == "find_spec" and fname.endswith("util.py"):
+            if frame.f_code.co_name == "find_spec" and "importlib.util" in fname.replace(
+                os.sep, "."
+            ):
                 via_find_spec = True
             frame = frame.f_back
             continue
@@ -175,10 +179,10 @@ class Packages:
     _noted: set[str] = field(default_factory=set)
 
     @classmethod
-    def detect(cls, third_party: tuple[str, ...], skip: object = None) -> Packages:
-        real = tuple(n for n in third_party if n in RUNNABLE and installed(n, skip))
+    def detect(cls, third_party: tuple[str, ...]) -> Packages:
+        real = tuple(n for n in third_party if n in RUNNABLE and installed(n))
         stubbed = tuple(n for n in third_party if n not in real)
-        absent = tuple(n for n in stubbed if not installed(n, skip))
+        absent = tuple(n for n in stubbed if not installed(n))
         return cls(real, stubbed, absent)
 
     def env(self) -> dict[str, str]:
@@ -248,6 +252,34 @@ def identity_compile(ledger: Ledger, reason: str) -> Any:
         return model
 
     return compile
+
+
+#: Triton's modules as imported with ``TRITON_INTERPRET=1``, kept across sessions of a process.
+_INTERPRETED: dict[str, Any] = {}
+
+
+def _is_triton(name: str) -> bool:
+    """Triton's Python modules; its compiled ``triton._C`` cannot load twice and is shared."""
+    return (name == "triton" or name.startswith("triton.")) and not name.startswith("triton._C")
+
+
+@contextlib.contextmanager
+def interpreted_triton() -> Iterator[None]:
+    """Triton as imported with its interpreter on, whatever was imported before the session.
+
+    Triton decides at import time how its own library kernels are wrapped: imported without
+    ``TRITON_INTERPRET=1``, an interpreted kernel that calls them fails ("Cannot call
+    @triton.jit'd outside of the scope of a kernel"). So the session swaps in a copy imported
+    with the interpreter on (the first session imports it) and puts the outside one back after.
+    """
+    outside = {n: sys.modules.pop(n) for n in list(sys.modules) if _is_triton(n)}
+    sys.modules.update(_INTERPRETED)
+    try:
+        yield
+    finally:
+        for name in [n for n in sys.modules if _is_triton(n)]:
+            _INTERPRETED[name] = sys.modules.pop(name)
+        sys.modules.update(outside)
 
 
 @contextlib.contextmanager

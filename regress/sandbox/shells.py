@@ -48,6 +48,8 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    _regress_sandbox = True  # what packages.installed() looks past
+
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
 
@@ -127,7 +129,7 @@ class Sandbox:
         self.checkout = Path(checkout).resolve()
         self.real = set(real)
         self._finder = _Finder(self)
-        self.packages = packages.Packages.detect(THIRD_PARTY, skip=self._finder)
+        self.packages = packages.Packages.detect(THIRD_PARTY)
         self.values = dict(values)
         if "triton" in self.packages.absent:
             self.values.update(packages.triton_stub_values())
@@ -198,6 +200,13 @@ class Sandbox:
         )
 
     def __enter__(self) -> Sandbox:
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__(None, None, None)  # __exit__ is not called when __enter__ raises
+            raise
+
+    def _enter(self) -> Sandbox:
         for name in [n for n in sys.modules if self._owned(n)]:
             self._saved[name] = sys.modules.pop(name)
         why = {**getattr(self.env, "why", {}), **packages.ENV_WHY}
@@ -213,7 +222,11 @@ class Sandbox:
         importlib.invalidate_caches()
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(self._compile())
-        self._stack.enter_context(packages.kernel_launches(self.ledger, self.packages.interpret))
+        if "triton" in self.packages.real:
+            if self.packages.interpret:
+                self._stack.enter_context(packages.interpreted_triton())
+            launches = packages.kernel_launches(self.ledger, self.packages.interpret)
+            self._stack.enter_context(launches)
         self._cuda = cuda_on_cpu(self.ledger)
         self._cuda.__enter__()
         return self
