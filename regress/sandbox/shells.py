@@ -217,7 +217,8 @@ class Sandbox:
             else:
                 os.environ[key] = value
             told = "unset" if value is None else f"set to {value!r}"
-            self.ledger.note("env", key, f"{told} in the sandbox: {why.get(key, 'see eras.py')}")
+            name = key if value is None else f"{key}={value}"  # a second session's value too
+            self.ledger.note("env", name, f"{told} in the sandbox: {why.get(key, 'see eras.py')}")
         sys.meta_path.insert(0, self._finder)
         importlib.invalidate_caches()
         self._stack = contextlib.ExitStack()
