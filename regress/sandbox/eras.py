@@ -50,12 +50,15 @@ REAL: dict[str, tuple[str, ...]] = {
 }
 #: Executed from source when present (later era B and C construct metadata from them; the fused
 #: decode-metadata kernel, ``fused_metadata.py`` @ e9eacd32, later ``kernels.py`` @ 25dc9ac1,
-#: runs for real where triton is installed).
+#: runs for real where triton is installed). ``{dsa_dir}`` and ``{backends}`` are per era; the
+#: others are relative to ``tensorrt_llm/``.
 OPTIONAL_REAL: tuple[str, ...] = (
     "{dsa_dir}/params.py",
     "{backends}/sparse/params.py",
     "{dsa_dir}/fused_metadata.py",
     "{dsa_dir}/kernels.py",
+    # its `try: import flashinfer` decides IS_FLASHINFER_AVAILABLE (@ 0ed45fea), not a table
+    "_torch/flashinfer_utils.py",
 )
 
 #: The layer-wise runner of bug 2 (``Runner.create_run_pack``), loaded only by its scenario.

@@ -191,12 +191,21 @@ class Sandbox:
         top = name.partition(".")[0]
         absent = " (not installed)" if top in self.packages.absent else ""
         self.ledger.note("module-stub", name, f"strict stub{absent}")
+        hint = self.packages.hint(top)
+        base = self.checkout / Path(*name.split("."))
+        if top == ROOT_PACKAGE and not _exists(base):
+            rel = base.relative_to(self.checkout)
+            hint = (
+                f"The tree has no {rel}.py (a module of a complete checkout, or a name a package "
+                "__init__ defines): check a complete checkout, or add a value for it to "
+                "regress.sandbox.eras if faking it is safe."
+            )
         return StubModule(
             name,
             values=self.values.get(name, {}),
             ledger=self.ledger,
             root=self.checkout,
-            hint=self.packages.hint(top),
+            hint=hint,
         )
 
     def __enter__(self) -> Sandbox:
