@@ -28,6 +28,7 @@ function took 26 s to compile on 2 cores (real ``torch.compile`` also imports ``
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import functools
 import importlib.abc
@@ -256,6 +257,21 @@ def identity_compile(ledger: Ledger, reason: str) -> Any:
 
 #: Triton's modules as imported with ``TRITON_INTERPRET=1``, kept across sessions of a process.
 _INTERPRETED: dict[str, Any] = {}
+
+
+@atexit.register
+def _finalize_with_the_others() -> None:
+    """Hand the interpreted copy back to ``sys.modules`` for interpreter shutdown.
+
+    Modules held only here are torn down after triton's compiled module, and nanobind then
+    reports every triton object as leaked; in ``sys.modules`` (under another name where the
+    outside copy is there) they are finalized with the rest.
+    """
+    for name, module in _INTERPRETED.items():
+        sys.modules.setdefault(name, module)
+        if sys.modules[name] is not module:
+            sys.modules[f"_regress_interpreted_{name}"] = module
+    _INTERPRETED.clear()
 
 
 def _is_triton(name: str) -> bool:
