@@ -35,7 +35,7 @@ import importlib.abc
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from regress.sandbox import Ledger, SandboxGap
@@ -54,8 +54,9 @@ ENV_WHY = {
 }
 #: Exceptions whose handler makes a ``try`` around an import a probe.
 _CATCHES_IMPORT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-_IMPORTLIB = os.path.dirname(importlib.abc.__file__)
-_SHELLS = os.path.join(os.path.dirname(__file__), "shells.py")
+#: Frames of the import machinery and of the sandbox's finder: never the importing site.
+_IMPORT_MACHINERY = ("<frozen importlib", os.path.dirname(importlib.abc.__file__))
+_SANDBOX_FILES = (__file__, os.path.join(os.path.dirname(__file__), "shells.py"))
 
 
 def installed(name: str) -> bool:
@@ -79,23 +80,21 @@ def _handler_catches(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True
     kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    for kind in kinds:
-        name = kind.attr if isinstance(kind, ast.Attribute) else getattr(kind, "id", "")
-        if name in _CATCHES_IMPORT:
-            return True
-    return False
+    return any(_name(kind) in _CATCHES_IMPORT for kind in kinds)
+
+
+def _name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
 def _suppresses(node: ast.With) -> bool:
-    for item in node.items:
-        call = item.context_expr
-        if isinstance(call, ast.Call) and getattr(call.func, "attr", getattr(call.func, "id", "")):
-            name = getattr(call.func, "attr", None) or getattr(call.func, "id", "")
-            if name == "suppress" and any(
-                getattr(a, "id", getattr(a, "attr", "")) in _CATCHES_IMPORT for a in call.args
-            ):
-                return True
-    return False
+    """``with contextlib.suppress(ImportError):`` (or a base of it)."""
+    return any(
+        isinstance(item.context_expr, ast.Call)
+        and _name(item.context_expr.func) == "suppress"
+        and any(_name(arg) in _CATCHES_IMPORT for arg in item.context_expr.args)
+        for item in node.items
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +109,7 @@ def _probe_lines(path: str, mtime: float) -> frozenset[int]:
     for node in ast.walk(tree):
         body: list[ast.stmt] = []
         if (
-            isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try)))
+            isinstance(node, (ast.Try, ast.TryStar))
             and any(_handler_catches(h) for h in node.handlers)
         ) or (isinstance(node, ast.With) and _suppresses(node)):
             body = node.body
@@ -129,15 +128,7 @@ def import_site() -> tuple[str, int, bool] | None:
     via_find_spec = False
     while frame is not None:
         fname = frame.f_code.co_filename
-        if (
-            fname.startswith("<frozen importlib")
-            or fname.startswith(_IMPORTLIB)
-            or fname
-            in (
-                __file__,
-                _SHELLS,
-            )
-        ):
+        if fname.startswith(_IMPORT_MACHINERY) or fname in _SANDBOX_FILES:
             if frame.f_code.co_name == "find_spec" and "importlib.util" in fname.replace(
                 os.sep, "."
             ):
@@ -177,7 +168,6 @@ class Packages:
     stubbed: tuple[str, ...]
     absent: tuple[str, ...]
     interpret: bool = True
-    _noted: set[str] = field(default_factory=set)
 
     @classmethod
     def detect(cls, third_party: tuple[str, ...]) -> Packages:
@@ -221,12 +211,8 @@ class MissingKernel:
         return self.run
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        from regress.sandbox.stubs import call_site
-
         raise SandboxGap(
-            f"triton to launch the @triton.jit kernel {self.__name__}",
-            call_site(None),
-            hint=INSTALL_HINT["triton"],
+            f"triton to launch the @triton.jit kernel {self.__name__}", hint=INSTALL_HINT["triton"]
         )
 
 
