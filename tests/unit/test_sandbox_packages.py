@@ -257,3 +257,11 @@ def test_a_class_that_cannot_load_is_a_gap_for_it_alone(tmp_path):
     assert [r.status for r in v4] == ["gap"] and "DeepseekV4" in v4[0].note
     others = [r for n, r in results.items() if "DeepseekV4" not in n]
     assert others and all(r.status in ("pass", "fail") for r in others)
+
+
+def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path, no_triton):
+    from torch.utils._triton import has_triton_package
+
+    build_tree(tmp_path, "C")
+    with _sandbox(tmp_path):
+        assert has_triton_package.__wrapped__() is False  # uncached: asked inside the sandbox
