@@ -44,7 +44,7 @@ from regress.sandbox import Ledger, SandboxGap
 RUNNABLE = ("triton",)
 #: What a gap caused by a missing package asks the reader to do.
 INSTALL_HINT = {
-    "triton": "Install it beside torch (pip install triton, or pip install 'trtllm-regress[check]'),"
+    "triton": "Install triton beside torch (pip install triton, or pip install 'trtllm-regress[check]'),"
     " then run the check again."
 }
 #: Why the session sets the environment the real packages need.
