@@ -85,7 +85,8 @@ def refresh_cost(device: str, batch: int, reps: int = 2000) -> dict:
     """Microseconds per ``req_idx_per_token`` refresh, and per whole ``on_update_kv_lens``."""
     import torch
 
-    from regress.reference.scenarios import make_dsa_metadata, prepare_layout, rewrite_layout
+    from regress.dsa.batch import Batch, prepare_batch
+    from regress.reference.scenarios import make_dsa_metadata, rewrite_layout
 
     md = make_dsa_metadata(
         max_num_requests=batch,
@@ -94,7 +95,7 @@ def refresh_cost(device: str, batch: int, reps: int = 2000) -> dict:
         defects=(),
         device=device,
     )
-    prepare_layout(md, [5] * batch)
+    prepare_batch(md, Batch((5,) * batch))
     rewrite_layout(md, [1] * batch)
     out = {}
     for name, fn in (

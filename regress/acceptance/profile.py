@@ -12,12 +12,12 @@ from typing import Any
 
 from regress.acceptance.baseline import Baseline, check_baseline_config, load_baseline
 from regress.acceptance.engines import AcceptanceEngine, Prompt
+from regress.acceptance.findings import Finding
 from regress.acceptance.references import check_reference_workload
 from regress.acceptance.report import Report, Run
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import validate_traces
 from regress.acceptance.verdicts import (
-    Finding,
     UpstreamReference,
     against_baseline,
     against_upstream,

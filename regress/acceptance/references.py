@@ -5,8 +5,8 @@ workload (GSM8K, up to the evaluator's concurrency). An AL depends on the prompt
 budget and K, so an entry gates only runs of the workload it was measured on. Ours carry it
 (``workload``: the keys of :data:`regress.acceptance.workload.WORKLOAD_KEYS`, the prompts
 fingerprinted by :func:`regress.acceptance.workload.prompts_digest`) and per-position figures.
-Upstream's reader (``accuracy_core.assert_acceptance_length``, code index stored id 65782959872)
-reads only ``ref_al`` and ``min_al``, so the file stays in its schema; an entry without a
+Upstream's reader (``assert_acceptance_length`` in
+``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown)) reads only ``ref_al`` and ``min_al``, so the file stays in its schema; an entry without a
 ``workload`` is upstream's and is never applied to one of ours (:func:`find_reference`).
 """
 
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from regress.acceptance.baseline import load_upstream_reference
+from regress.acceptance.findings import EPS, CheckStatus, Finding
 from regress.acceptance.stats import RunStats
-from regress.acceptance.verdicts import EPS, CheckStatus, Finding, UpstreamReference
+from regress.acceptance.verdicts import UpstreamReference
 from regress.acceptance.workload import Workload
 from regress.errors import RegressError, UsageError
 from regress.files import parse_yaml, read_text, write_atomic

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from regress.acceptance.findings import Finding
 from regress.acceptance.stats import CONVENTIONS, RunStats
-from regress.acceptance.verdicts import Finding
 from regress.errors import UsageError
 from regress.files import read_text, write_atomic
 

@@ -24,7 +24,11 @@ SHELL_NOT_RUN = {126: "not executable", 127: "command not found"}
 
 
 class Cause(enum.StrEnum):
-    """Why a run gave no verdict (stored as its value, so results stay plain JSON)."""
+    """Why a run gave no verdict (stored as its value, so results stay plain JSON).
+
+    These are the causes of the runner and of the bisect's own probes; a registered probe may
+    record its own (any string) and say how to fix it in its ``fixes``.
+    """
 
     NOT_STARTED = "not-started"
     NOT_FOUND = "not-found"
@@ -33,7 +37,6 @@ class Cause(enum.StrEnum):
     BUILD_FAILED = "build-failed"
     ASKED_SKIP = "asked-skip"
     CRASH = "crash"
-    NO_SIGNATURE = "no-signature"
     NO_METRIC = "no-metric"
     NO_JUNIT = "no-junit"
     NO_TEST_RESULT = "no-test-result"

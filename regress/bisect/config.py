@@ -25,15 +25,14 @@ class BisectConfig:
     bad: str
     command: list[str]
     repo: str = "."
-    probe: str = "exit-code"  # a registered probe (registry.probe_names())
-    signature: str | None = None  # assert probe; None: the registered probe's default
+    probe: str = "exit-code"  # a registered probe (registry.PROBES)
     crash_is_bad: bool = False
     metric: str | None = None
     metric_regex: str | None = None
     threshold: float | None = None
     direction: int | None = None  # +1 higher is better, -1 lower is better
     # caps: runs per endpoint, first runs per commit, most runs per commit
-    metric_runs: tuple[int, int, int] = (10, 1, 10)
+    metric_runs: tuple[int, int, int] = registry.METRIC_RUNS
     flaky: bool = False
     confidence: float = SearchConfig.confidence
     false_pass: bool | None = SearchConfig.false_pass
@@ -49,8 +48,9 @@ class BisectConfig:
     build: str | None = None
     timeout: float | None = None
     overlays: list[str] = field(default_factory=list)
-    recipe: str | None = None  # a registered recipe (registry.recipe_names())
-    wheel: str | None = None
+    recipe: str | None = None  # a registered recipe (registry.RECIPES)
+    # the options of plug-in probes and recipes, by the name their entry declares
+    options: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
     use_cache: bool = True
@@ -64,12 +64,11 @@ class BisectConfig:
 
     def validate(self) -> None:
         """Refuse values no bisect can run with (usage error, exit 2)."""
-        # A recipe may supply its own probe command (trtllm-source: `regress check`).
+        # A recipe may supply its own probe command (one that judges each tree itself).
         recipe = registry.make_recipe(self.recipe, self) if self.recipe else None
         if not self.command and not (recipe and recipe.command()):
             raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")
-        if self.probe not in registry.probe_names():
-            registry.make_probe(self.probe, self)  # raises, naming the registered probes
+        registry.PROBES.get_entry(self.probe)  # an unknown name raises, naming the known ones
         if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
             raise UsageError(
                 f"--timeout {self.timeout}: give a positive number of seconds, or leave it out"
@@ -91,8 +90,7 @@ class BisectConfig:
                 f"--gpus lists {len(self.gpus)} GPUs for --jobs {self.jobs}: give one per job"
             )
         self._check_jobs()
-        self._check_specific("probe", self.probe)
-        self._check_specific("recipe", self.recipe)
+        self._check_specific()
         search_config(self)
 
     def _check_jobs(self) -> None:
@@ -109,18 +107,17 @@ class BisectConfig:
                 "each job elsewhere (e.g. --launcher 'srun --gpus=1')"
             )
 
-    def _check_specific(self, what: str, name: str | None) -> None:
+    def _check_specific(self) -> None:
         """Refuse an option that only another probe (recipe) reads: it would be ignored."""
-        fields = _PROBE_FIELDS if what == "probe" else _RECIPE_FIELDS
-        read = registry.reads(what, name)
-        for field_name, flag in fields.items():
-            if field_name in read or getattr(self, field_name) == _default(field_name):
-                continue
-            others = registry.readers(what, field_name)
-            chosen = f"--{what} {name}" if name else f"no --{what}"
+        given = {**{f.name: getattr(self, f.name) for f in fields(self)}, **self.options}
+        registry.PROBES.refuse_foreign(self.probe, given)
+        registry.RECIPES.refuse_foreign(self.recipe, given)
+        known = {o.name for r in (registry.PROBES, registry.RECIPES) for o, _ in r.options()}
+        unknown = sorted(set(self.options) - known)
+        if unknown:
             raise UsageError(
-                f"{flag} is read only by --{what} {' or '.join(others)}; with {chosen} it would "
-                f"be ignored: drop it or use --{what} {others[0]}"
+                f"no registered probe or recipe reads the option(s) {', '.join(unknown)}: "
+                "drop them, or install the package that declares the plug-in"
             )
 
     def capped(self, candidates: int) -> tuple[BisectConfig, str | None]:
@@ -140,30 +137,12 @@ class BisectConfig:
         return replace(self, jobs=useful, gpus=self.gpus[:useful] if self.gpus else None), note
 
 
-#: Fields a probe reads only if registered to (``registry.reads``), by their option.
-_PROBE_FIELDS = {
-    "crash_is_bad": "--crash-is-bad",
-    "signature": "--signature",
-    "metric": "--metric",
-    "metric_regex": "--metric-regex",
-    "threshold": "--threshold",
-    "direction": "--higher-is-better/--lower-is-better",
-    "metric_runs": "--metric-runs",
-}
-#: Fields a recipe reads only if registered to.
-_RECIPE_FIELDS = {"wheel": "--wheel"}
-
-
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity mask: a container's or taskset's share)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
-
-
-def _default(name: str) -> Any:
-    return defaults()[name]
 
 
 def defaults() -> dict[str, Any]:

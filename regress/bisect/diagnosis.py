@@ -10,7 +10,7 @@ run in a private clone of each commit, where the script is absent.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from regress.bisect.causes import CAUSE, SKIP_EXIT_CODE, Cause
@@ -29,8 +29,6 @@ FIXES = {
     Cause.ASKED_SKIP: f"the probe itself said it cannot test that commit (exit {SKIP_EXIT_CODE})",
     Cause.CRASH: "the probe crashed: read the log, or pass --crash-is-bad if the crash is the "
     "problem you are after",
-    Cause.NO_SIGNATURE: "the probe failed but its output does not match --signature: check the "
-    "regex against the log",
     Cause.NO_METRIC: "check --metric / --metric-regex against what the probe prints (its "
     "standard output is the log)",
     Cause.NO_JUNIT: "the pytest probe needs a pytest command line (it adds --junitxml)",
@@ -45,6 +43,7 @@ def explain(
     outcomes: Sequence[Outcome],
     command: Sequence[str],
     repo: Path,
+    fixes: Mapping[str, str] | None = None,
 ) -> str:
     """``message`` (the search's endpoint error) with the cause, the log and the likely fix.
 
@@ -54,6 +53,7 @@ def explain(
         outcomes: every run at that commit, oldest first.
         command: the probe command (to find files that the commit lacks).
         repo: the user's checkout.
+        fixes: the probe's own likely fixes by cause, beside :data:`FIXES`.
 
     Returns:
         One line, cause first: the last run's cause, its fix and log, then what the search
@@ -64,7 +64,7 @@ def explain(
     if outcomes:
         last = outcomes[-1]
         cause = f"last run at {sha[:12]}: {last.reason}"
-        fix = FIXES.get(last.details.get(CAUSE, ""))
+        fix = {**FIXES, **(fixes or {})}.get(last.details.get(CAUSE, ""))
         if fix:
             cause += f"; {fix}"
         if last.log:

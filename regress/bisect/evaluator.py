@@ -17,7 +17,7 @@ from regress.bisect.config import search_config
 from regress.bisect.history import Range
 from regress.bisect.metric import MetricJudge
 from regress.bisect.report import BisectResult, Step
-from regress.bisect.runner import Runner
+from regress.bisect.runner import ProbeRunner
 from regress.bisect.search import EndpointError, SearchEvent, search
 from regress.bisect.store import Replay
 from regress.bisect.verdicts import Outcome, Status, Verdict
@@ -48,7 +48,9 @@ class ReplayExhausted(Exception):
 class Evaluator:
     """Maps positions to commits and verdicts to runs, answering from the store first."""
 
-    def __init__(self, rng: Range, replay: Replay, runner: Runner, workspace, config, replay_only):
+    def __init__(
+        self, rng: Range, replay: Replay, runner: ProbeRunner, workspace, config, replay_only
+    ):
         self.rng = rng
         self.replay = replay
         self.runner = runner
@@ -185,6 +187,7 @@ class Evaluator:
             outcomes=self.seen.get(sha, []),
             command=self.config.command,
             repo=self.rng.repo.path,
+            fixes=getattr(self.runner.probe, "fixes", None),
         )
         error = EndpointError(message)
         error.probes, error.position = exc.probes, exc.position

@@ -11,7 +11,7 @@ import errno
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +34,12 @@ class Finished:
 
 
 class Probe(Protocol):
-    """Turns a finished run into an :class:`Outcome`."""
+    """Turns a finished run into an :class:`Outcome`.
+
+    A probe may also have a ``fixes`` attribute: a mapping from the causes it records (in
+    ``Outcome.details``) to the likely fix, which an endpoint error then names
+    (:mod:`regress.bisect.diagnosis`), as it does for the causes of :class:`Cause`.
+    """
 
     kind: str
 
@@ -47,7 +52,7 @@ class Probe(Protocol):
         ...
 
 
-def _not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
+def not_run(run: Finished, timeout_reason: str = "timeout") -> Outcome | None:
     """The outcome of a run that says nothing about the commit, or ``None``.
 
     A run that could not start, or whose shell answered 126/127, never ran the probe: it is a skip
@@ -100,7 +105,7 @@ class ExitCodeProbe:
     """git bisect run's contract: 0 good, 125 skip, 1..127 bad, >= 128 or a signal a crash.
 
     126 and 127 are the shell saying it could not run the command: a skip that is never
-    replayed (see :func:`_not_run`), not a bad commit.
+    replayed (see :func:`not_run`), not a bad commit.
 
     A crash is a skip unless ``crash_is_bad``: a segfault at an unrelated commit should not be
     blamed for the regression we are after.
@@ -113,7 +118,7 @@ class ExitCodeProbe:
         return list(command)
 
     def classify(self, run: Finished) -> Outcome:
-        early = _not_run(run)
+        early = not_run(run)
         if early:
             return early
         code = run.exit_code
@@ -140,56 +145,11 @@ class ExitCodeProbe:
         return {"kind": self.kind, "crash_is_bad": self.crash_is_bad}
 
 
-@dataclass
-class AssertProbe:
-    """Bad iff the output shows the signature; good on exit 0; any other failure is a skip.
-
-    The skip is the point: a commit that fails for an unrelated reason (an import error, a build
-    break) says nothing about the assertion we are hunting, so it must not be blamed. The
-    signature is the caller's: ``--probe assert`` is registered by ``regress.trtllm.probes``,
-    whose default is DeepGEMM's host assertion.
-    """
-
-    signature: str
-    kind: str = "assert"
-    _pattern: re.Pattern[str] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        try:
-            self._pattern = re.compile(self.signature)
-        except re.error as exc:
-            raise UsageError(f"--signature {self.signature!r} is not a valid regex: {exc}") from exc
-
-    def argv(self, command: list[str], scratch: Path) -> list[str]:
-        return list(command)
-
-    def classify(self, run: Finished) -> Outcome:
-        match = self._pattern.search(run.stdout) or self._pattern.search(run.stderr)
-        if match:
-            return Outcome(
-                Verdict.BAD, f"signature matched: {match.group(0)[:200]}", exit_code=run.exit_code
-            )
-        early = _not_run(run)
-        if early:
-            return early
-        if run.exit_code == 0:
-            return Outcome(Verdict.GOOD, "exit 0, no signature", exit_code=0)
-        return Outcome(
-            Verdict.SKIP,
-            f"failed without the signature (exit {run.exit_code})",
-            exit_code=run.exit_code,
-            details={CAUSE: Cause.NO_SIGNATURE.value},
-        )
-
-    def config(self) -> dict[str, Any]:
-        return {"kind": self.kind, "signature": self.signature}
-
-
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
 
 
 def json_path(data: Any, path: str) -> Any:
-    """Follow a dotted path with list indices, e.g. ``runs[1].acceptance_length``.
+    """Follow a dotted path with list indices, e.g. ``runs[1].score``.
 
     Raises:
         KeyError: naming the first step that does not exist.
@@ -288,7 +248,7 @@ class MetricProbe:
         try:
             value = self.value(run)
         except (ValueError, KeyError, TypeError) as exc:
-            early = _not_run(run)
+            early = not_run(run)
             return early or Outcome(
                 Verdict.SKIP,
                 f"no metric: {exc.args[0] if isinstance(exc, KeyError) else exc}",
@@ -332,7 +292,7 @@ class PytestProbe:
         return [*command, f"--junitxml={scratch / 'junit.xml'}"]
 
     def classify(self, run: Finished) -> Outcome:
-        early = _not_run(run)
+        early = not_run(run)
         if early:
             return early
         path = (run.scratch or Path(".")) / "junit.xml"

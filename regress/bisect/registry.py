@@ -1,24 +1,26 @@
-"""Probes and recipes by name: where a bisect looks them up, and where other packages add theirs.
+"""Probes and recipes by name (:data:`PROBES`, :data:`RECIPES`): where a bisect looks them up.
 
 The bisect is generic, like mozregression's bisector (its build source and test runner are
-injected): it knows how to search, run and store, not what a DeepGEMM assertion looks like or how
-a TensorRT-LLM worktree is built. Its own probes (``exit-code``, ``metric``, ``pytest``) are
-registered here; a probe or recipe that needs domain knowledge is registered by name from the
-module that has it, when that module is imported (``regress.trtllm.probes`` registers ``assert``,
-``regress.check.recipes`` the TensorRT-LLM recipes). The ``regress`` CLI imports them all; a
-library caller imports the ones it names. Every probe satisfies
-:class:`~regress.bisect.probes.Probe`, every recipe :class:`Recipe`, as pytest-xdist's schedulers
-share one ``Protocol``.
+injected): it knows how to search, run and store, not what it is looking for nor how a project is
+built. Its own probes (``exit-code``, ``metric``, ``pytest``) are entries here; every other probe
+or recipe is a :class:`~regress.plugins.Plugin` that a package declares in the ``regress.probes``
+or ``regress.recipes`` entry-point group, found when a registry is first asked (regress's own
+domain plug-ins are declared in its ``pyproject.toml`` the same way). Each entry carries its
+one-line help and the options it reads, so the command line is made from the entries. Every probe
+satisfies :class:`~regress.bisect.probes.Probe`, every recipe :class:`Recipe`, as pytest-xdist's
+schedulers share one ``Protocol``. A factory gets the :class:`~regress.bisect.config.BisectConfig`:
+the bisect's own options are its fields, a plug-in's are in its ``options`` mapping.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from regress.bisect import probes
 from regress.errors import UsageError
+from regress.plugins import Option, Plugin, Registry
 
 if TYPE_CHECKING:
     from regress.bisect.config import BisectConfig
@@ -55,88 +57,84 @@ class Recipe(Protocol):
         ...
 
 
-ProbeFactory = Callable[["BisectConfig"], probes.Probe]
-RecipeFactory = Callable[["BisectConfig"], Recipe]
+#: The metric probe's caps when none are given: runs per endpoint, first and most runs per commit.
+METRIC_RUNS = (10, 1, 10)
 
-_PROBES: dict[str, ProbeFactory] = {
-    "exit-code": lambda c: probes.ExitCodeProbe(crash_is_bad=c.crash_is_bad),
-    "metric": lambda c: probes.MetricProbe(
-        path=c.metric, regex=c.metric_regex, threshold=c.threshold, direction=c.direction
+
+def parse_metric_runs(text: str) -> tuple[int, int, int]:
+    """``--metric-runs`` as three integers; :class:`BisectConfig` checks their values."""
+    try:
+        ends, first, most = (int(x) for x in text.split(","))
+    except ValueError as exc:
+        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 10,1,10") from exc
+    return ends, first, most
+
+
+_METRIC_OPTIONS = (
+    Option("metric", "--metric", "dotted JSON path, e.g. runs[1].score.", metavar="PATH"),
+    Option(
+        "metric_regex", "--metric-regex", "regex whose first group is the number.", metavar="RE"
     ),
-    "pytest": lambda c: probes.PytestProbe(),
-}
-_RECIPES: dict[str, RecipeFactory] = {}
-#: The :class:`~regress.bisect.config.BisectConfig` fields each probe or recipe reads beyond the
-#: common ones: an option meant for another probe is refused, never silently ignored.
-_READS: dict[tuple[str, str], frozenset[str]] = {
-    ("probe", "exit-code"): frozenset({"crash_is_bad"}),
-    ("probe", "metric"): frozenset(
-        {"metric", "metric_regex", "threshold", "direction", "metric_runs"}
+    Option("threshold", "--threshold", "judge each run against X.", kind="number", metavar="X"),
+    Option(
+        "direction",
+        "--higher-is-better/--lower-is-better",
+        "which way is better (default: learned from the endpoints).",
+        kind="switch",
+        values=(1, -1),
     ),
-    ("probe", "pytest"): frozenset(),
-}
+    Option(
+        "metric_runs",
+        "--metric-runs",
+        "caps: most runs per endpoint, first runs per commit, most runs per commit (more runs "
+        "only while the noise leaves a commit undecided).",
+        default=METRIC_RUNS,
+        metavar="E,F,M",
+        parse=parse_metric_runs,
+    ),
+)
 
-_HINT = "probes and recipes of other packages are registered when their module is imported"
+#: Probes by name (``--probe``): the bisect's own, then the ``regress.probes`` entry points.
+PROBES: Registry[Plugin] = Registry(
+    "probe",
+    "--probe",
+    "regress.probes",
+    [
+        Plugin(
+            "exit-code",
+            "git bisect run's contract: 0 good, 125 skip, 1..127 bad, >= 128 or a signal is a "
+            "crash (skip, or bad with --crash-is-bad); 126/127 (the shell could not run it) are "
+            "skips, never replayed",
+            lambda c: probes.ExitCodeProbe(crash_is_bad=c.crash_is_bad),
+            (Option("crash_is_bad", "--crash-is-bad", "a crash (>= 128, signal) is bad.", "flag"),),
+        ),
+        Plugin(
+            "metric",
+            "a number from the command's JSON output (--metric PATH) or a regex "
+            "(--metric-regex); endpoints are measured repeatedly and each commit is compared "
+            "with both; or a fixed --threshold per run",
+            lambda c: probes.MetricProbe(
+                path=c.metric, regex=c.metric_regex, threshold=c.threshold, direction=c.direction
+            ),
+            _METRIC_OPTIONS,
+        ),
+        Plugin(
+            "pytest",
+            "a JUnit file is injected: passed good, failed bad, else skip",
+            lambda c: probes.PytestProbe(),
+        ),
+    ],
+)
 
-
-def register_probe(name: str, factory: ProbeFactory, *, reads: Sequence[str] = ()) -> None:
-    """Make ``--probe NAME`` build its probe with ``factory(config)``; a name is taken once.
-
-    Args:
-        reads: the probe-specific ``BisectConfig`` fields the factory uses (``"signature"``).
-    """
-    _register(_PROBES, "probe", name, factory)
-    _READS["probe", name] = frozenset(reads)
-
-
-def register_recipe(name: str, factory: RecipeFactory, *, reads: Sequence[str] = ()) -> None:
-    """Make ``--recipe NAME`` build its recipe with ``factory(config)``; a name is taken once.
-
-    Args:
-        reads: the recipe-specific ``BisectConfig`` fields the factory uses (``"wheel"``).
-    """
-    _register(_RECIPES, "recipe", name, factory)
-    _READS["recipe", name] = frozenset(reads)
-
-
-def _register(table: dict[str, Any], what: str, name: str, factory: Any) -> None:
-    if table.get(name, factory) is not factory:
-        raise ValueError(f"the bisect {what} {name!r} is registered already")
-    table[name] = factory
-
-
-def reads(what: str, name: str | None) -> frozenset[str]:
-    """The specific fields the probe or recipe ``name`` reads (``what``: "probe" or "recipe")."""
-    return _READS.get((what, name or ""), frozenset())
-
-
-def readers(what: str, field: str) -> list[str]:
-    """The registered probes or recipes that read ``field``."""
-    return [name for (kind, name), fields in _READS.items() if kind == what and field in fields]
-
-
-def probe_names() -> list[str]:
-    """Every registered probe, in registration order."""
-    return list(_PROBES)
-
-
-def recipe_names() -> list[str]:
-    """Every registered recipe, in registration order."""
-    return list(_RECIPES)
+#: Recipes by name (``--recipe``): the bisect has none of its own; ``regress.recipes`` adds them.
+RECIPES: Registry[Plugin] = Registry("recipe", "--recipe", "regress.recipes")
 
 
 def make_probe(name: str, config: BisectConfig) -> probes.Probe:
     """The probe ``name`` for ``config``; an unknown name is a usage error."""
-    if name not in _PROBES:
-        raise UsageError(
-            f"unknown probe {name!r} (--probe): use one of {', '.join(_PROBES)} ({_HINT})"
-        )
-    return _PROBES[name](config)
+    return PROBES.get_entry(name).factory(config)
 
 
 def make_recipe(name: str, config: BisectConfig) -> Recipe:
     """The recipe ``name`` for ``config``; an unknown name is a usage error."""
-    if name not in _RECIPES:
-        known = ", ".join(_RECIPES) or "none registered"
-        raise UsageError(f"unknown recipe {name!r} (--recipe): use one of {known} ({_HINT})")
-    return _RECIPES[name](config)
+    return RECIPES.get_entry(name).factory(config)

@@ -123,7 +123,7 @@ class Overlay:
 
 
 @dataclass
-class RunnerConfig:
+class ProbeRunnerConfig:
     """How to run the probe; see ``regress bisect run --help`` for each option."""
 
     command: list[str]
@@ -150,7 +150,7 @@ class RunnerConfig:
 EnvHook = Callable[[str, Path], dict[str, str]]
 
 
-class Runner:
+class ProbeRunner:
     """Runs the probe at commits, one per job slot, and classifies each run.
 
     Args:
@@ -158,14 +158,14 @@ class Runner:
         probe: classifies finished runs.
         config: command, build, overlays, timeout, launcher, jobs, GPUs.
         logs: directory for each run's captured output.
-        env_hook: per-commit extra environment (the TensorRT-LLM recipe's DSA module path).
+        env_hook: per-commit extra environment (a recipe's, e.g. where the commit keeps a module).
     """
 
     def __init__(
         self,
         workspace: Workspace,
         probe: Probe,
-        config: RunnerConfig,
+        config: ProbeRunnerConfig,
         logs: Path,
         env_hook: EnvHook | None = None,
     ) -> None:

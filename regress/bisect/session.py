@@ -13,7 +13,7 @@ import contextlib
 import shlex
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from regress.bisect.evaluator import BisectProgress, Evaluator, ReplayExhausted
 from regress.bisect.history import Range, cache_root, cache_writes, resolve_range
 from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
-from regress.bisect.runner import Overlay, Runner, RunnerConfig
+from regress.bisect.runner import Overlay, ProbeRunner, ProbeRunnerConfig
 from regress.bisect.store import (
     Replay,
     ResultStore,
@@ -47,7 +47,7 @@ class _Plan:
     probe: Probe
     judge_direction: int | None
     recipe: registry.Recipe | None
-    runner: RunnerConfig
+    runner: ProbeRunnerConfig
     key_config: dict[str, Any]
 
 
@@ -105,7 +105,7 @@ def _plan(config: BisectConfig, rng: Range) -> _Plan:
     judge_direction = None if direction is None else (-direction if config.find_fix else direction)
     recipe = registry.make_recipe(config.recipe, config) if config.recipe else None
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]
-    runner = RunnerConfig(
+    runner = ProbeRunnerConfig(
         command=list(config.command) or (recipe.command() if recipe else []),
         build=config.build or (recipe.build_command() if recipe else None),
         overlays=overlays,
@@ -149,7 +149,7 @@ def _execute(
     for note in orphans:
         emit(BisectProgress("warning", note))
     env_hook = plan.recipe.env if plan.recipe else None
-    runner = Runner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
+    runner = ProbeRunner(workspace, plan.probe, plan.runner, root / "logs", env_hook=env_hook)
     ev = Evaluator(rng, Replay(store), runner, workspace, config, replay_only)
     try:
         result = ev.search(plan.probe.kind, plan.judge_direction, emit, started)
@@ -180,9 +180,14 @@ def _warnings(rng: Range, recipe: registry.Recipe | None) -> list[str]:
     return [warning] if warning else []
 
 
+#: The session record's version. 2: a plug-in's options moved from top-level ``config`` keys
+#: into ``config["options"]``; a version-1 record is still read (:func:`config_from_session`).
+SESSION_SCHEMA = 2
+
+
 def _session_record(config, rng: Range, key: str, status: str, result: dict | None = None) -> dict:
     return {
-        "schema": 1,
+        "schema": SESSION_SCHEMA,
         "status": status,
         "key": key,
         "repo": str(rng.repo.path),
@@ -202,7 +207,15 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
 
 
 def config_from_session(record: dict) -> BisectConfig:
-    return BisectConfig(**record["config"])
+    """The stored configuration; a version-1 record's plug-in options move into ``options``."""
+    stored = dict(record["config"])
+    own = {f.name for f in fields(BisectConfig)}
+    moved = {k: stored.pop(k) for k in set(stored) - own}
+    stored["options"] = {
+        **{k: v for k, v in moved.items() if v is not None},
+        **stored.get("options", {}),
+    }
+    return BisectConfig(**stored)
 
 
 def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
@@ -239,6 +252,8 @@ def bisect_status(repo: str = ".", cache_dir: str | None = None) -> dict[str, An
     config.bad = record.get("bad", config.bad)
     config.cache_dir = str(root.parent.parent)  # <base>/bisect/<repo key>
     config.overlays, config.recipe = [], None  # a replay runs nothing: no files, no builds
+    # ... so the recipe's own options go with it (else they are refused as ignored)
+    config.options = {k: v for k, v in config.options.items() if not registry.RECIPES.readers(k)}
     session = record["status"]
     if session == "running" and not lock_held(root):
         session = "killed"

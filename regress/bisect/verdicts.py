@@ -44,7 +44,7 @@ class Outcome:
     Attributes:
         verdict: the probe's verdict in the user's terms (before any ``--find-fix`` swap);
             ``None`` for a metric measurement that only the metric judge can turn into a verdict.
-        reason: a short human explanation (``"exit 0"``, ``"signature matched: DG_HOST_ASSERT"``).
+        reason: a short human explanation (``"exit 0"``, ``"crash (signal 11)"``).
         exit_code: the probe's exit status; negative for a signal, ``None`` if it never ran.
         value: the measured number (metric probe), else ``None``.
         seconds: wall time of build plus probe.

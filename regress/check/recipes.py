@@ -1,6 +1,7 @@
 """The TensorRT-LLM bisect recipes: builds and environment per worktree of a source checkout.
 
-Registered by name with the bisect when this module is imported (``--recipe NAME``):
+Registry entries (:data:`RECIPES`, declared in ``pyproject.toml`` under ``regress.recipes``),
+chosen with ``--recipe NAME``:
 
 * ``trtllm-source``: no build, no binaries; each commit is judged by ``regress check`` on the CPU
   (:func:`regress.check.check.run_check`). "Contracts hold" is good, "a contract is broken"
@@ -9,7 +10,7 @@ Registered by name with the bisect when this module is imported (``--recipe NAME
   fakes) is untestable: git bisect's skip, so the search steps around it.
 * ``trtllm`` (overlay) and ``trtllm-precompiled``: Python-only rebuilds. Both historical DSA bugs
   are Python-only, so each worktree gets the compiled libraries of one release wheel instead of a
-  C++ build (``../shared/trtllm-facts.md``, "Python-only rebuilds"). ``precompiled`` runs
+  C++ build (upstream's ``setup.py`` supports it: ``TRTLLM_USE_PRECOMPILED``). ``precompiled`` runs
   ``TRTLLM_USE_PRECOMPILED=1 pip install -e .`` in the worktree (the wheel named by
   ``TRTLLM_PRECOMPILED_LOCATION``, or the matching release); the editable install is shared by
   every job of one environment, so use it with ``--jobs 1`` or one environment per job. The
@@ -18,13 +19,14 @@ Registered by name with the bisect when this module is imported (``--recipe NAME
 
 The probe runs with ``PYTHONPATH`` = the worktree, so it imports that commit's Python code, and
 with ``REGRESS_DSA_ERA`` / ``REGRESS_DSA_MODULE`` / ``REGRESS_DSA_IMPORT`` naming the DSA metadata
-of the commit's era as :func:`regress.tree.layout.resolve_source_tree` finds it: the one era
+of the commit's era as :func:`regress.tree.source.resolve_source_tree` finds it: the one era
 rule, so the recipe and ``regress check`` never disagree about a tree. Commits that touch ``cpp/``
 need a real rebuild; the recipe warns when the range has any.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -34,35 +36,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from regress.bisect.causes import SKIP_EXIT_CODE
-from regress.bisect.registry import register_recipe
 from regress.errors import MissingDependencyError, UsageError
-from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
+from regress.plugins import Option, Plugin
+from regress.tree.source import SourceTreeError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)
 REBUILD_HINT = "python3 scripts/build_wheel.py --use_ccache"
-#: ``regress check`` exit code -> git-bisect verdict code (untestable trees are skips).
-VERDICT = {0: 0, 1: 1, 2: SKIP_EXIT_CODE, 3: SKIP_EXIT_CODE}
 #: The ``python -m`` entry point of the recipes' child processes (a CLI module).
 CHILD = "regress.cli.child"
 _BINARY = re.compile(r"\.so(\.\d+)*$")
 
 
 def dsa_env(worktree: Path) -> dict[str, str]:
-    """``REGRESS_DSA_*`` for the tree at ``worktree``, or nothing when it has no known layout.
+    """``REGRESS_DSA_*`` for the tree at ``worktree``, or nothing when it has no known era.
 
     Era, module file (relative to the worktree) and import name, as ``regress check`` sees them.
     """
     try:
-        layout = resolve_source_tree(worktree)
-    except TrtllmLayoutError:
+        tree = resolve_source_tree(worktree)
+    except SourceTreeError:
         return {}
-    file = layout.dsa_metadata.file.relative_to(layout.package_dir.parent)
+    file = tree.dsa_metadata.file.relative_to(tree.package_dir.parent)
     return {
-        "REGRESS_DSA_ERA": layout.era,
+        "REGRESS_DSA_ERA": tree.era.name,
         "REGRESS_DSA_MODULE": file.as_posix(),
-        "REGRESS_DSA_IMPORT": layout.dsa_metadata.module,
+        "REGRESS_DSA_IMPORT": tree.dsa_metadata.module,
     }
 
 
@@ -173,51 +172,104 @@ class TrtllmRecipe:
 
 
 class SourceRecipe:
-    """No build, no binaries; the default probe is ``regress check`` in the worktree."""
+    """No build, no binaries; the default probe is ``regress check`` in the worktree.
+
+    Args:
+        python: the interpreter of the probe.
+        known: a known-findings file (``regress check --known``): a commit whose only findings
+            it lists is good. Read now, so a bad line is exit 2 before any probe; the probe
+            (run in each worktree) gets its absolute path.
+    """
 
     #: Native code does not matter to a source-only check: no rebuild warning.
     native_paths: tuple[str, ...] = ()
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, known: str | Path | None = None) -> None:
         self.python = python
+        self.known = Path(known).resolve() if known else None
+        self._known_sha = ""
+        if self.known is not None:
+            from regress.check.catalog import scenario_names
+            from regress.check.known import load_known
+
+            load_known(self.known, scenario_names())
+            self._known_sha = hashlib.sha256(self.known.read_bytes()).hexdigest()
 
     def build_command(self) -> None:
         return None
 
     def command(self) -> list[str]:
-        return [self.python, "-m", CHILD, "trtllm-source-probe", "."]
+        known = ["--known", str(self.known)] if self.known else []
+        return [self.python, "-m", CHILD, "trtllm-source-probe", ".", *known]
 
     def env(self, sha: str, worktree: Path) -> dict[str, str]:
         return {}
 
     def config(self) -> dict[str, str]:
-        return {"recipe": "trtllm-source"}
+        # the file's contents change verdicts: a stored verdict is reused only for the same list
+        known = {"known": str(self.known), "known_sha256": self._known_sha} if self.known else {}
+        return {"recipe": "trtllm-source", **known}
 
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return None
 
 
 def probe_exit_code(
-    path: Path, scenarios: Sequence[str] | None = None, timeout: float | None = None
+    path: Path,
+    scenarios: Sequence[str] | None = None,
+    timeout: float | None = None,
+    known: Path | str | None = None,
 ) -> tuple[int, list[str]]:
     """One ``trtllm-source`` probe: ``regress check`` of ``path`` as a git-bisect exit code.
 
     The check runs in a child process (:mod:`regress.check.isolation`), so a commit whose code
-    exits or hangs while loading is a gap (skip), never a good or bad verdict.
+    exits or hangs while loading is a gap (skip), never a good or bad verdict. Findings the
+    ``known`` file lists are not bad (``regress check --known``).
 
     Returns:
-        The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
+        The exit code (:data:`regress.check.status.CODES`: 0 good, 1 bad, 125 untestable) and
+        the check's report lines.
     """
+    from regress.check.catalog import scenario_names
     from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
+    from regress.check.known import load_known
+    from regress.check.status import bisect_code
 
+    listed = load_known(known, scenario_names()) if known else None
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
-    return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
+    if listed is not None:
+        report.apply_known(listed)
+    return bisect_code(report.status), report.lines()
 
 
-register_recipe("trtllm", lambda config: TrtllmRecipe(mode="overlay", wheel=config.wheel))
-register_recipe(
-    "trtllm-precompiled",
-    lambda config: TrtllmRecipe(mode="precompiled", wheel=config.wheel),
-    reads=("wheel",),
+#: The recipes' registry entries, declared under the ``regress.recipes`` entry-point group.
+RECIPES = (
+    Plugin(
+        "trtllm",
+        "TensorRT-LLM, Python-only: the installed wheel's compiled files linked into each "
+        "worktree; the DSA module path per era in the probe's environment",
+        lambda config: TrtllmRecipe(mode="overlay"),
+    ),
+    Plugin(
+        "trtllm-precompiled",
+        "TensorRT-LLM, Python-only: TRTLLM_USE_PRECOMPILED=1 pip install -e . per worktree "
+        "(use --jobs 1)",
+        lambda config: TrtllmRecipe(mode="precompiled", wheel=config.options.get("wheel")),
+        (Option("wheel", "--wheel", "TRTLLM_PRECOMPILED_LOCATION.", metavar="WHEEL"),),
+    ),
+    Plugin(
+        "trtllm-source",
+        "TensorRT-LLM, no build: each commit judged by `regress check` on the CPU (the probe "
+        "command is supplied)",
+        lambda config: SourceRecipe(known=config.options.get("known")),
+        (
+            Option(
+                "known",
+                "--known",
+                "known findings (regress check --known); a commit whose only findings are "
+                "listed is good.",
+                metavar="FILE",
+            ),
+        ),
+    ),
 )
-register_recipe("trtllm-source", lambda config: SourceRecipe())

@@ -3,10 +3,10 @@
 At every checkpoint of the draft loop (run by upstream's own one-model worker where the tree
 has one, :mod:`regress.check.stale_loop`; regress's model of the MTP-Eagle loop else) and
 after the next forward's ``prepare()``, a fresh object of the same class, built with the same construction
-settings and announcement, is given the layout the live one describes and prepared the way the
-executor prepares (batch fields, ``seq_lens``, ``num_contexts``, cached lengths through
-``kv_cache_params``, ``prepare()``); every tensor and scalar attribute is compared
-(:func:`regress.dsa.staleness.compare_states`). A difference that the reviewed table
+settings and announcement, is given the batch the live one describes and prepared the way the
+executor prepares (:func:`regress.dsa.batch.prepare_batch`, cached lengths through
+``kv_cache_params``); every tensor and scalar attribute is compared
+(:func:`regress.dsa.stale_check.check_states`). A difference that the reviewed table
 (:data:`regress.dsa.stale_allow.ALLOWED`) does not explain is a violation: the tree's derived
 state went stale. Nothing here names a field.
 
@@ -25,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from regress.check.results import ScenarioResult, Step
-from regress.check.stale_loop import draft_loop
-from regress.dsa.fresh import Recipe
+from regress.check.stale_loop import caller_draft_loop
+from regress.check.status import ScenarioStatus
+from regress.check.steps import tree_prepare
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch
+from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
-from regress.dsa.lifecycle import Forward, announce
-from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, Batch
+from regress.dsa.stale_batches import BATCHES, CAPACITY, MAX_TOKENS, next_forward
 from regress.dsa.stale_check import Checkpoint, CheckpointResult, check_states
-from regress.dsa.staleness import StaleField, StateLayout
+from regress.dsa.staleness import StaleField
 from regress.dsa.write_log import WriteLog
 from regress.sandbox.eras import Upstream, build_params
 from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
@@ -64,9 +67,9 @@ class Subject:
     sparse_params: Any = None
 
 
-def _recipe(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: int, k: int) -> Recipe:
+def _blueprint(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: Batch) -> Blueprint:
     """How the executor builds and prepares one metadata object of ``cls`` for these batches."""
-    import torch
+    k = batch.max_draft_len
 
     def make() -> Any:
         md = up.make_metadata(
@@ -76,46 +79,29 @@ def _recipe(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: int,
             metadata_cls=subject.cls,
             sparse_params=subject.sparse_params,
         )
-        announce(md, Forward(seq_lens=(1 + k,) * batch), k)
+        announce_speculation(md, batch.batch_size, k)
         return md
 
-    def prepare(md: Any, layout: StateLayout) -> None:
-        cached = layout.cached()
-        md.request_ids = list(layout.request_ids)
-        md.prompt_lens = list(layout.prompt_lens or cached)
-        md.kv_cache_params = up.kv_cache_params_cls(
-            use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
-        )
-        md.seq_lens = torch.tensor(layout.seq_lens, dtype=torch.int)
-        md.num_contexts = layout.num_contexts
-        md.prepare()
-
-    return Recipe(make, prepare)
+    return Blueprint(make, tree_prepare(up))
 
 
-def _forwards(
-    up: Upstream, live: Any, recipe: Recipe, batch: Batch, k: int, loop: Any
-) -> Iterator[Checkpoint]:
+def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    ``loop(live, k, accepted)`` runs one draft loop (:func:`regress.check.stale_loop.draft_loop`:
+    ``loop(live, k, accepted)`` runs one draft loop
+    (:func:`regress.check.stale_loop.caller_draft_loop`:
     upstream's worker where the tree has one). The next forward batches the same requests, all
     generations now, in reverse order (the scheduler keeps no order among generations), so every
     buffer row changes hands. Its checkpoints are labelled ``f2:<label>``; the allow table matches
     the label after the colon.
     """
-    accepted = batch.accepted(k)
-    yield from loop(live, k, accepted)
-    after = tuple(
-        c + s if i < batch.num_contexts else c + a
-        for i, (c, s, a) in enumerate(zip(batch.cached, batch.seq_lens, accepted, strict=True))
-    )
-    nxt = Batch(batch.name, (1 + k,) * len(batch.seq_lens), 0, after[::-1])
-    ids = tuple(range(len(batch.seq_lens)))[::-1]
-    announce(live, Forward(seq_lens=nxt.seq_lens), k)
-    recipe.prepare(live, nxt.layout(k, batch.prompts()[::-1], ids))
+    k = batch.max_draft_len
+    yield from loop(live, k, batch.accepted())
+    nxt = next_forward(batch)
+    announce_speculation(live, nxt.batch_size, k)
+    blueprint.prepare(live, nxt)
     yield Checkpoint("f2:prepare")
-    for cp in loop(live, k, nxt.accepted(k)):
+    for cp in loop(live, k, nxt.accepted()):
         against = f"f2:{cp.against}" if cp.against else None
         yield Checkpoint(f"f2:{cp.label}", cp.replay, cp.scope, against)
 
@@ -132,13 +118,13 @@ def _violation(found: StaleField) -> Violation:
 
 def _step(result: CheckpointResult) -> Step:
     cmp = result.comparison
-    layout = result.layout
+    batch = result.batch
     return Step(
         step=result.checkpoint.label,
-        seq_lens=list(layout.seq_lens),
+        seq_lens=list(batch.seq_lens),
         req_idx_per_token=[],
         extra={
-            "layout": layout.describe(),
+            "layout": batch.describe(),
             "fields_compared": len(cmp.compared),
             "undetermined": sorted(cmp.undetermined),
             "uncomparable": sorted(cmp.uncomparable),
@@ -148,23 +134,24 @@ def _step(result: CheckpointResult) -> Step:
     )
 
 
-def run_one(up: Upstream, subject: Subject, batch: Batch, k: int = DRAFT_LEN) -> ScenarioResult:
-    """The oracle on one class and one batch: two forwards, every checkpoint judged."""
+def run_one(up: Upstream, subject: Subject, batch: Batch) -> ScenarioResult:
+    """The oracle on one class and one batch (of K ``batch.max_draft_len``): two forwards, every
+    checkpoint judged."""
     cls = subject.cls
     result = ScenarioResult(f"stale_state/{cls.__name__}/{batch.name}")
     kvm = subject.manager()
-    recipe = _recipe(up, subject, kvm, len(batch.seq_lens), k)
+    blueprint = _blueprint(up, subject, kvm, batch)
     log = WriteLog([up.plan.checkout, _REPO])
     callers: list[str] = []
 
     def loop(md: Any, k: int, accepted: list[int]) -> Iterator[Checkpoint]:
-        return draft_loop(up, md, k, accepted, callers, thread_context=log.in_thread)
+        return caller_draft_loop(up, md, k, accepted, callers, thread_context=log.in_thread)
 
     with log:
-        live = log.watch(recipe.make())
-        recipe.prepare(live, batch.layout(k))
-        forwards = _forwards(up, live, recipe, batch, k, loop)
-        results = check_states(live, recipe, forwards, draft_len=k, log=log)
+        live = log.watch(blueprint.make())
+        blueprint.prepare(live, batch)
+        forwards = _forwards(live, blueprint, batch, loop)
+        results = check_states(live, blueprint, forwards, draft_len=batch.max_draft_len, log=log)
     for r in results:
         result.steps.append(_step(r))
         result.add([_violation(f) for f in r.unexplained], r.checkpoint.label)
@@ -208,16 +195,16 @@ def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> l
     sandbox cannot load goes to ``unloadable`` as ``(class, why)``, when given, instead of
     raising: a gap for that class alone.
     """
-    from regress.tree.layout import DSA_METADATA_CLASS
+    from regress.tree.source import DSA_METADATA_CLASS
 
-    layout = up.plan.layout
-    trtllm = up.sandbox.load(layout.trtllm_metadata.module)
+    tree = up.plan.tree
+    trtllm = up.sandbox.load(tree.trtllm_metadata.module)
     out = [
         Subject(cls, lambda: FakeKVCacheManager(CAPACITY))
         for cls in (up.metadata_cls, trtllm.TrtllmAttentionMetadata)
     ]
-    sparse = layout.dsa_metadata.file.parent.parent.relative_to(layout.package_dir)
-    for found in dsa_family(layout.package_dir, str(sparse), DSA_METADATA_CLASS):
+    sparse = tree.dsa_metadata.file.parent.parent.relative_to(tree.package_dir)
+    for found in dsa_family(tree.package_dir, str(sparse), DSA_METADATA_CLASS):
         if found.name != DSA_METADATA_CLASS and found.module != up.plan.dsa_module:
             try:
                 subject = _subclass(up, found)
@@ -232,11 +219,6 @@ def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> l
     return out
 
 
-def metadata_classes(up: Upstream) -> list[type]:
-    """The classes compared (:func:`subjects`)."""
-    return [s.cls for s in subjects(up)]
-
-
 def stale_state(up: Upstream) -> list[ScenarioResult]:
     """The ``stale_state`` scenario: every class of :func:`subjects` on every batch.
 
@@ -245,7 +227,9 @@ def stale_state(up: Upstream) -> list[ScenarioResult]:
     unloadable: list[tuple[str, str]] = []
     found = subjects(up, unloadable)
     gaps = [
-        ScenarioResult(f"stale_state/{name}", status="gap", note=f"{name} cannot load: {why}")
+        ScenarioResult(
+            f"stale_state/{name}", status=ScenarioStatus.GAP, note=f"{name} cannot load: {why}"
+        )
         for name, why in unloadable
     ]
     return gaps + [run_one(up, s, batch) for s in found for batch in BATCHES]
@@ -255,7 +239,6 @@ __all__ = [
     "V4_CLASS",
     "V4_RATIOS",
     "Subject",
-    "metadata_classes",
     "run_one",
     "stale_state",
     "subjects",

@@ -2,7 +2,7 @@
 
 Shared by every scenario module (:mod:`regress.check.scenarios` holds the table), so that a
 checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.tree.maps` at
-every point where upstream guarantees them (:class:`regress.check.caller.Checkpoint`), and the
+every point where upstream guarantees them (:class:`regress.check.caller.CallPoint`), and the
 indexer-K pages the slot mapping writes. A stale map at a draft forward that the caller never let
 the metadata rebuild (it changed ``seq_lens`` and called no ``update_for_spec_dec()`` /
 ``on_update_kv_lens()`` since) is a finding about the caller, reported ``warn``: whether the draft
@@ -11,42 +11,57 @@ model's attention reads the DSA maps is the model's, which regress does not know
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from regress.check.caller import CallerRun, DraftSettings, caller_checkpoints
 from regress.check.results import NO_REBUILD, ScenarioResult, Step
 from regress.dsa.announce import mtp_shape_params
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import Violation, check_slot_ownership
 from regress.sandbox.cuda import regress_side
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.tree.maps import TOKEN_MAPS, check_maps
 
 
-@dataclass(frozen=True)
-class Layout:
-    """One batch: new tokens per request, how many lead as contexts, the draft length."""
+def Layout(name: str, seq_lens: tuple[int, ...], num_contexts: int = 0, max_draft_len: int = 4):
+    """A :class:`~regress.dsa.batch.Batch` from the positional arguments the scenario tables use.
 
-    name: str
-    seq_lens: tuple[int, ...]
-    num_contexts: int = 0
-    max_draft_len: int = 4
+    Transitional: ``scenarios.py`` and ``draft_scenarios.py`` still spell their tables this way;
+    once they build ``Batch(..., max_draft_len=K, name=...)`` themselves this goes.
+    """
+    return Batch(seq_lens, num_contexts, max_draft_len=max_draft_len, name=name)
+
+
+def tree_prepare(up: Any) -> Callable[[Any, Batch], None]:
+    """:func:`regress.dsa.batch.prepare_batch` for the tree's own classes: the cached lengths go
+    in through the tree's ``KVCacheParams``, as the executor hands them over."""
+
+    def kv_cache_params(cached: list[int]) -> Any:
+        return up.kv_cache_params_cls(
+            use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
+        )
+
+    return partial(prepare_batch, kv_cache_params=kv_cache_params)
 
 
 def target_forward(
-    up: Any, layout: Layout, *, draft_kv_cache_manager: Any = None
+    up: Any, batch: Batch, *, draft_kv_cache_manager: Any = None
 ) -> tuple[Any, FakeKVCacheManager]:
-    """Metadata after the executor's per-forward calls: announce shapes, then ``prepare()``."""
-    kvm = FakeKVCacheManager(len(layout.seq_lens))
+    """Metadata after the executor's per-forward calls: announce shapes, then ``prepare()``.
+
+    The batch goes in through the constructor (``make_metadata``), as upstream's tests build it.
+    """
+    kvm = FakeKVCacheManager(batch.batch_size)
     md = up.make_metadata(
         kvm,
-        max_num_tokens=max(64, 2 * sum(layout.seq_lens)),
-        seq_lens=list(layout.seq_lens),
-        num_contexts=layout.num_contexts,
+        max_num_tokens=max(64, 2 * batch.num_tokens),
+        seq_lens=list(batch.seq_lens),
+        num_contexts=batch.num_contexts,
         draft_kv_cache_manager=draft_kv_cache_manager,
     )
-    k = layout.max_draft_len
-    md.update_spec_dec_param(**mtp_shape_params(len(layout.seq_lens), k + 1))
+    md.update_spec_dec_param(**mtp_shape_params(batch.batch_size, batch.max_draft_len + 1))
     md.prepare()
     return md, kvm
 
@@ -77,7 +92,7 @@ def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Vi
 
 
 def judge(cp: Any, result: ScenarioResult, *, pages: Any = None) -> None:
-    """Judge one :class:`~regress.check.caller.Checkpoint` where upstream guarantees the maps."""
+    """Judge one :class:`~regress.check.caller.CallPoint` where upstream guarantees the maps."""
     label, md = cp
     if not cp.guaranteed or getattr(md, "seq_lens", None) is None:
         return

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-import regress.trtllm.engine  # noqa: F401 - registers --engine trtllm
-from regress.acceptance.engines import engine_names
+from regress.acceptance.engines import COMMON_OPTIONS, ENGINES
 from regress.cli.options import BatchSizes, FiniteFloatRange
 from regress.cli.output import emit, json_option
+from regress.cli.plugin_options import inline_help, registry_options, take_values
 from regress.errors import FAILED, exit_codes_help
+from regress.reference.defects import DEFECTS
 
 _BAR_STEPS = 1000
 
@@ -47,11 +48,12 @@ class _ProgressBar:
 @click.command("accept", epilog=exit_codes_help("regress accept"))
 @click.option(
     "--engine",
-    type=click.Choice(engine_names()),
+    type=click.Choice(ENGINES.names()),
     default="reference",
     show_default=True,
-    help="reference: regress's CPU DSA model (replays defects); trtllm: a real checkpoint.",
+    help=inline_help(ENGINES),
 )
+@registry_options(ENGINES, skip=COMMON_OPTIONS)
 @click.option("--model", default=None, help="Checkpoint directory (trtllm only).")
 @click.option(
     "--batch-sizes",
@@ -68,7 +70,11 @@ class _ProgressBar:
     help="K, drafts per step.",
 )
 @click.option(
-    "--defect", "defects", multiple=True, help="Replay a historical defect (reference; repeatable)."
+    "--defect",
+    "defects",
+    multiple=True,
+    metavar="NAME",
+    help=f"Replay a historical defect (reference; repeatable): {', '.join(DEFECTS)}.",
 )
 @click.option(
     "--device",
@@ -154,6 +160,7 @@ def accept(
     allow_config_mismatch: bool,
     record_key: str | None,
     reference_yaml: Path,
+    **engine_options,
 ) -> None:
     """Profile MTP acceptance per batch size and judge it against batch 1."""
     from regress.acceptance.engines import get_engine
@@ -174,6 +181,8 @@ def accept(
     if record_key is not None:
         check_reference_file(reference_yaml, record_key)
     names = [n for d in defects for n in d.split(",") if n.strip()]
+    extra = take_values(ENGINES, engine_options)  # the options an installed engine adds
+    ENGINES.refuse_foreign(engine, extra)
     adapter = get_engine(
         engine,
         model=model,
@@ -182,6 +191,7 @@ def accept(
         cuda_graph=cuda_graph,
         seed=seed,
         sentinel=sentinel,
+        **extra,
     )
     prompts, prompts_label = resolve_prompts(adapter, prompts_file, num_prompts)
 

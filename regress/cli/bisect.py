@@ -7,14 +7,12 @@ import sys
 
 import click
 
-# The domain probes and recipes register themselves with the bisect when imported.
-import regress.check.recipes  # registers the TensorRT-LLM recipes
-import regress.trtllm.probes  # noqa: F401 - registers the assert probe
 from regress.bisect.config import defaults
-from regress.bisect.registry import probe_names, recipe_names
+from regress.bisect.registry import PROBES, RECIPES
 from regress.cli.options import FiniteFloat
 from regress.cli.output import emit
-from regress.errors import Terminated, UsageError, exit_codes_help, interrupt_exit_code
+from regress.cli.plugin_options import choices_help, registry_options, take_values
+from regress.errors import Terminated, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
 
 _D = defaults()
@@ -33,16 +31,11 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 
 \b
 The probe runs in a private clone under the cache directory (never in your checkout)
-with REGRESS_COMMIT and REGRESS_WORKTREE set. Probes (--probe):
-  exit-code  git bisect run's contract: 0 good, 125 skip, 1..127 bad,
-             >= 128 or a signal is a crash (skip, or bad with --crash-is-bad);
-             126/127 (the shell could not run it) are skips, never replayed
-  assert     bad iff the output matches --signature (default: DeepGEMM's
-             DG_HOST_ASSERT(...) or AssertionError), good on exit 0, else skip
-  metric     a number from the command's JSON output (--metric PATH) or a regex
-             (--metric-regex); endpoints are measured repeatedly and each commit
-             is compared with both; or a fixed --threshold per run
-  pytest     a JUnit file is injected: passed good, failed bad, else skip
+with REGRESS_COMMIT and REGRESS_WORKTREE set.
+
+{probes}
+
+{recipes}
 
 \b
 The search is deterministic (git bisect, plus one confirmation run) until the
@@ -53,7 +46,11 @@ are stored per commit and probe configuration (the content of the files the
 command names included): rerunning the same command resumes without repeating
 a probe, and a probe you edited starts afresh. Runs in which the probe could not
 run at all are never replayed. {exit_codes}
-""".format(exit_codes=exit_codes_help("regress bisect"))
+""".format(
+    exit_codes=exit_codes_help("regress bisect"),
+    probes=choices_help(PROBES, "Probes"),
+    recipes=choices_help(RECIPES, "Recipes"),
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,34 +79,10 @@ def _where(f):
     "probe_kind",
     default=_D["probe"],
     show_default=True,
-    type=click.Choice(probe_names()),
+    type=click.Choice(PROBES.names()),
+    help="How a run becomes a verdict (see Probes above).",
 )
-@click.option("--signature", default=None, help="assert probe: regex that marks a bad run.")
-@click.option(
-    "--crash-is-bad", is_flag=True, help="exit-code probe: a crash (>= 128, signal) is bad."
-)
-@click.option(
-    "--metric", default=None, help="metric probe: dotted JSON path, e.g. runs[1].acceptance_length."
-)
-@click.option(
-    "--metric-regex", default=None, help="metric probe: regex whose first group is the number."
-)
-@click.option(
-    "--threshold", type=FiniteFloat(), default=None, help="metric probe: judge each run against X."
-)
-@click.option(
-    "--higher-is-better/--lower-is-better",
-    "higher",
-    default=None,
-    help="metric probe: which way is better (default: learned from the endpoints).",
-)
-@click.option(
-    "--metric-runs",
-    default=",".join(map(str, _D["metric_runs"])),
-    show_default=True,
-    help="metric probe, caps: most runs per endpoint, first runs per commit, most runs per "
-    "commit (more runs only while the noise leaves a commit undecided).",
-)
+@registry_options(PROBES)
 @click.option("--flaky", is_flag=True, help="Start in flake-aware (Bayesian) mode.")
 @click.option(
     "--confidence",
@@ -172,11 +145,11 @@ def _where(f):
 )
 @click.option(
     "--recipe",
-    type=click.Choice(recipe_names()),
+    type=click.Choice(RECIPES.names()),
     default=None,
-    help="TensorRT-LLM: Python-only builds per worktree, DSA module path per era.",
+    help="How each worktree is built and run (see Recipes above).",
 )
-@click.option("--wheel", default=None, help="trtllm-precompiled: TRTLLM_PRECOMPILED_LOCATION.")
+@registry_options(RECIPES)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write stored results.")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the private clones for inspection.")
 @click.option(
@@ -205,6 +178,12 @@ def run(**opts) -> None:
 
     for option in ("json_out", "junit", "markdown"):  # before the run, not after it
         check_output_path(opts[option], option=_OUTPUTS[option])
+    # The probes' and recipes' options: the bisect's own are config fields, a plug-in's go to
+    # its `options` mapping.
+    own = set(defaults())
+    chosen = {**take_values(PROBES, opts), **take_values(RECIPES, opts)}
+    fields = {k: v for k, v in chosen.items() if k in own}
+    plugin = {k: v for k, v in chosen.items() if k not in own}
 
     config = BisectConfig(
         good=opts["good"],
@@ -212,12 +191,6 @@ def run(**opts) -> None:
         command=list(opts["command"]),
         repo=opts["repo"],
         probe=opts["probe_kind"],
-        crash_is_bad=opts["crash_is_bad"],
-        metric=opts["metric"],
-        metric_regex=opts["metric_regex"],
-        threshold=opts["threshold"],
-        direction=None if opts["higher"] is None else (1 if opts["higher"] else -1),
-        metric_runs=_runs(opts["metric_runs"]),
         flaky=opts["flaky"],
         confidence=opts["confidence"],
         false_pass=opts["false_pass"],
@@ -234,11 +207,11 @@ def run(**opts) -> None:
         timeout=opts["timeout"],
         overlays=list(opts["overlay"]),
         recipe=opts["recipe"],
-        wheel=opts["wheel"],
+        options=plugin,
         cache_dir=opts["cache_dir"],
         use_cache=not opts["no_cache"],
         keep_worktrees=opts["keep_worktrees"],
-        signature=opts["signature"],
+        **fields,
     )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
         result = run_bisect(config, progress=None if opts["quiet"] else _render)
@@ -328,15 +301,6 @@ def _render(p) -> None:
 def _clock(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
-def _runs(text: str) -> tuple[int, int, int]:
-    """Parse ``--metric-runs``; :class:`BisectConfig` checks the values."""
-    try:
-        ends, first, most = (int(x) for x in text.split(","))
-    except ValueError as exc:
-        raise UsageError(f"--metric-runs {text!r}: give three integers, e.g. 10,1,10") from exc
-    return ends, first, most
 
 
 def _gpus(text: str | None) -> list[str] | None:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from regress.check.catalog import scenario_help, scenario_names
 from regress.check.check import ENV_VAR
 from regress.check.isolation import DEFAULT_TIMEOUT_S
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
@@ -26,10 +27,7 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     "scenarios",
     multiple=True,
     metavar="NAME",
-    help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
-    "runner_guard, sentinel_lifecycle, draft_callers, metadata_classes, fused_metadata, "
-    "draft_kv_cache, ragged_verify; stale_state (the stale-state oracle) runs only when "
-    "named.",
+    help=scenario_help(),
 )
 @click.option(
     "--sm",
@@ -61,6 +59,14 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     metavar="FILE|-",
     help="Write the report as markdown (a CI job summary) to FILE, or -.",
 )
+@click.option(
+    "--known",
+    "known_file",
+    default=None,
+    metavar="FILE",
+    help="Known findings (docs/known-findings.txt shows the format): a finding a line matches is "
+    "reported as known and does not fail; a line matching nothing is reported as fixed.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def check(
     source: str,
@@ -69,6 +75,7 @@ def check(
     timeout: float,
     json_out: str | None,
     markdown_out: str | None,
+    known_file: str | None,
     quiet: bool,
 ):
     """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
@@ -79,8 +86,8 @@ def check(
     only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
     possible, the cause is named with the upstream file and line.
     """
-    from regress.check.check import scenario_names
     from regress.check.isolation import run_check_isolated
+    from regress.check.known import load_known
     from regress.check.summary import markdown
     from regress.cli.output import emit
     from regress.errors import UsageError
@@ -96,9 +103,12 @@ def check(
         raise UsageError("--json - and --markdown - both want stdout: send one to a file")
     check_output_path(json_out, option="--json")
     check_output_path(markdown_out, option="--markdown")
+    known = load_known(known_file, scenario_names()) if known_file else None  # before running
     report = run_check_isolated(
         source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
     )
+    if known is not None:
+        report.apply_known(known)
     if not quiet or report.exit_code in (BAD_INPUT, UNFINISHED):
         for line in report.lines():
             click.echo(line, err=True)

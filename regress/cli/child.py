@@ -5,10 +5,9 @@ probe in a worktree, a build step, a run DeepGEMM may abort) and names them by t
 (``regress.check.recipes.CHILD``, ``regress.trtllm.layerwise.CHILD``). The work is the
 library's; each command here parses, calls it and turns the result into an exit code.
 
-* ``trtllm-source-probe [PATH] [--scenario NAME] [--timeout S]``: the ``trtllm-source``
-  recipe's probe, ``regress check`` as a git-bisect exit code (0 good, 1 bad, 125 untestable).
-* ``check-tree WORKDIR``: the child of ``regress check`` that runs the tree's code
-  (:mod:`regress.check.isolation`); it ends itself with ``os._exit``.
+* ``trtllm-source-probe [PATH] [--scenario NAME] [--timeout S] [--known FILE]``: the
+  ``trtllm-source`` recipe's probe, ``regress check`` as a git-bisect exit code (0 good, 1 bad,
+  125 untestable).
 * ``link-binaries --from DIR [--to DIR]``: the overlay recipe's build step.
 * ``layerwise ARGS --out FILE``: one layer-wise shape check, a JSON line per result.
 """
@@ -31,23 +30,19 @@ def child() -> None:
 @click.argument("path", default=".", type=click.Path(path_type=Path))
 @click.option("--scenario", "scenarios", multiple=True, metavar="NAME")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS")
-def trtllm_source_probe(path: Path, scenarios: tuple[str, ...], timeout: float | None) -> int:
+@click.option("--known", type=click.Path(path_type=Path), default=None, metavar="FILE")
+def trtllm_source_probe(
+    path: Path, scenarios: tuple[str, ...], timeout: float | None, known: Path | None
+) -> int:
     """One trtllm-source bisect probe: regress check of PATH as 0, 1 or 125."""
     from regress.check.recipes import probe_exit_code
 
-    code, lines = probe_exit_code(path, scenarios=list(scenarios) or None, timeout=timeout)
+    code, lines = probe_exit_code(
+        path, scenarios=list(scenarios) or None, timeout=timeout, known=known
+    )
     for line in lines:
         click.echo(line, err=True)
     return code
-
-
-@child.command("check-tree")
-@click.argument("work", type=click.Path(path_type=Path))
-def check_tree(work: Path) -> None:
-    """Run one regress check in this process (the child regress check starts)."""
-    from regress.check.isolation import end_process, run_child
-
-    end_process(run_child(work))
 
 
 @child.command("link-binaries")

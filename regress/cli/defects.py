@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from regress.cli.output import emit_json, json_option
+from regress.reference.defects import DEFECTS
 
 
 @click.command()
@@ -14,7 +15,8 @@ from regress.cli.output import emit_json, json_option
     "defects",
     multiple=True,
     metavar="NAME",
-    help="With --check: switch this defect on (repeatable; default: REGRESS_DEFECTS).",
+    help=f"With --check: switch this defect on (repeatable; default: REGRESS_DEFECTS): "
+    f"{', '.join(DEFECTS)}.",
 )
 @click.option(
     "--device",
@@ -31,7 +33,7 @@ def defects(check: bool, defects: tuple[str, ...], device: str, json_out: str | 
     unit-test layouts, layer-wise announcements) and exit 1 if any contract is violated.
     """
     from regress.files import check_output_path
-    from regress.reference.defects import DEFECTS, validate_defects
+    from regress.reference.defects import validate_defects
 
     check_output_path(json_out, option="--json")
     if not check:

@@ -39,7 +39,8 @@ class Plant:
         probe: the bisect probe kind (``metric``, ``assert``, ``exit-code``).
         script: the probe script run in every worktree.
         what: how the demo names this bisect in its progress and summary.
-        bisect: extra ``BisectConfig`` fields (metric, direction, signature, ...).
+        bisect: extra ``BisectConfig`` fields (metric, direction, the assert probe's
+            ``options`` ...).
     """
 
     defect: str
@@ -136,7 +137,7 @@ PLANTS: dict[str, Plant] = {
             "assert",
             SERVING_PROBE,
             "engine abort",
-            {"signature": POOL_SIGNATURE},
+            {"options": {"signature": POOL_SIGNATURE}},
         ),
     )
 }

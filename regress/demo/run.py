@@ -149,7 +149,6 @@ class DemoResult:
 def _bisect(
     repo: DemoRepo, plant: Plant, root: Path, report: _Reporter, watcher: _ProbeWatcher
 ) -> DemoBisect:
-    import regress.trtllm.probes  # noqa: F401 - registers the DeepGEMM assert probe
     from regress.bisect import BisectConfig, run_bisect
 
     env = {EVENTS_ENV: str(watcher.path)}

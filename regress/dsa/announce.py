@@ -1,7 +1,10 @@
-"""Announcing MTP shapes to attention metadata in the layer-wise benchmark (bug 2's contract).
+"""Announcing speculation to attention metadata: every ``update_spec_dec_param()`` call regress makes.
 
-Mirrors the fix in ``tensorrt_llm/tools/layer_wise_benchmarks/runner.py::Runner.create_run_pack``
-(PR #17247, final revision).
+Two callers announce, for two reasons, and each has one function here: the executor announces
+the draft length before every forward (:func:`announce_speculation`, spec-dec on), and the
+layer-wise benchmark announces MTP shapes only (:func:`announce_mtp_shapes`, bug 2's contract:
+the fix in ``tensorrt_llm/tools/layer_wise_benchmarks/runner.py::Runner.create_run_pack``,
+PR #17247, final revision).
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from typing import Any
 DEEPGEMM_ASSERT = "DG_HOST_ASSERT(batch_size == __batch_size and next_n == _next_n)"
 """DeepGEMM's host assertion in ``fp8_paged_mqa_logits`` (``csrc/apis/attention.hpp``): what an
 unannounced ``next_n`` aborts the process with. Defined once; probes, the reference indexer and
-the layer-wise runner import it. Condition text checked in DeepGEMM's ``attention.hpp`` (code
-index stored id 52323906553)."""
+the layer-wise runner import it. Condition text checked in DeepGEMM's ``attention.hpp`` (newest
+stored version of DeepGEMM's ``csrc/apis/attention.hpp``, commit unknown)."""
 
 
 def announce_mtp_shapes(metadata: Any, run_type: str, batch_size: int, seq_len_q: int) -> bool:
@@ -50,3 +53,22 @@ def mtp_shape_params(batch_size: int, seq_len_q: int) -> dict[str, Any]:
         "max_draft_len": seq_len_q - 1,
         "max_total_draft_tokens": seq_len_q - 1,
     }
+
+
+def announce_speculation(metadata: Any, batch_size: int, max_draft_len: int) -> None:
+    """The executor's per-forward ``update_spec_dec_param`` call (linear MTP drafts, no tree).
+
+    Made before the batch is set (``regress.dsa.lifecycle`` cites where upstream makes it);
+    ``max_draft_len == 0`` announces speculation off.
+    """
+    metadata.update_spec_dec_param(
+        batch_size=batch_size,
+        is_spec_decoding_enabled=max_draft_len > 0,
+        is_spec_dec_tree=False,
+        is_spec_dec_dynamic_tree=False,
+        max_draft_len=max_draft_len,
+        max_total_draft_tokens=max_draft_len,
+    )
+
+
+__all__ = ["DEEPGEMM_ASSERT", "announce_mtp_shapes", "announce_speculation", "mtp_shape_params"]

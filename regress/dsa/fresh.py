@@ -1,8 +1,8 @@
-"""A metadata object prepared from scratch for a layout, and which of its elements that fixes.
+"""A metadata object prepared from scratch for a batch, and which of its elements that fixes.
 
 The stale-state oracle (:mod:`regress.dsa.staleness`) compares a live object with one of the
-same class and construction settings that was given the current layout directly and prepared the
-way upstream prepares (:class:`Recipe`). "What the current layout uses" is then exactly what that
+same class and construction settings that was given the current batch directly and prepared the
+way upstream prepares (:class:`Blueprint`). "What the current batch uses" is then exactly what that
 from-scratch path writes: every other element of a preallocated buffer holds whatever the
 allocation left there, in the fresh object as in the live one, and comparing it would report
 capacity, not staleness.
@@ -24,25 +24,27 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from regress.dsa.staleness import StateLayout, is_scalar, state_fields
+from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.state_fields import is_scalar, state_fields
 
 #: Allocation functions whose result the poisoned twin fills (everything that is not given values).
 _ALLOCATIONS = frozenset({"zeros", "empty", "zeros_like", "empty_like", "new_zeros", "new_empty"})
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Blueprint:
     """How to build a fresh metadata object the way the live one was built.
 
     Attributes:
         make: construct one with the live object's construction settings and replay its
             announcement (``update_spec_dec_param(...)``), as the executor does first.
-        prepare: give it a layout and prepare it as upstream's executor does (batch fields,
-            ``seq_lens``, ``num_contexts``, cached lengths, ``prepare()``).
+        prepare: give it a batch and prepare it as upstream's executor does (default
+            :func:`regress.dsa.batch.prepare_batch`, the mirrors' way; a real tree's class
+            passes its ``kv_cache_params`` builder to it).
     """
 
     make: Callable[[], Any]
-    prepare: Callable[[Any, StateLayout], None]
+    prepare: Callable[[Any, Batch], None] = prepare_batch
 
 
 #: Poison values per dtype kind, one tuple per twin: ``(bool, int8, uint8, 1-byte float,
@@ -121,20 +123,20 @@ def determined_by(first: Any, second: Any) -> dict[str, Any]:
 
 
 def fresh_twins(
-    recipe: Recipe,
-    layout: StateLayout,
+    blueprint: Blueprint,
+    batch: Batch,
     *,
     replay: Iterable[str] = (),
     watch: Callable[[Any], Any] = lambda md: md,
 ) -> tuple[Any, dict[str, Any]]:
-    """A fresh object prepared for ``layout`` and the mask of what that preparation fixes.
+    """A fresh object prepared for ``batch`` and the mask of what that preparation fixes.
 
     Args:
-        recipe: how the live object was built and how upstream prepares one.
-        layout: the layout to prepare for.
+        blueprint: how the live object was built and how upstream prepares one.
+        batch: the batch to prepare for.
         replay: methods to call after ``prepare()``, the caller's last metadata call when it
             was one of the refreshes (``update_for_spec_dec``): a fresh object refreshed once
-            more must still describe the same layout, and the refresh sets what it alone sets.
+            more must still describe the same batch, and the refresh sets what it alone sets.
         watch: called on the fresh object before it is prepared (a write log's ``watch``).
 
     Returns:
@@ -142,17 +144,17 @@ def fresh_twins(
         :func:`regress.dsa.staleness.compare`.
     """
     with poisoned_allocations(0):
-        fresh = recipe.make()
+        fresh = blueprint.make()
     fresh = watch(fresh)
-    recipe.prepare(fresh, layout)
+    blueprint.prepare(fresh, batch)
     for name in replay:
         getattr(fresh, name)()
     with poisoned_allocations(1):
-        twin = recipe.make()
-    recipe.prepare(twin, layout)
+        twin = blueprint.make()
+    blueprint.prepare(twin, batch)
     for name in replay:
         getattr(twin, name)()
     return fresh, determined_by(fresh, twin)
 
 
-__all__ = ["POISONS", "Recipe", "determined_by", "fresh_twins", "poisoned_allocations"]
+__all__ = ["POISONS", "Blueprint", "determined_by", "fresh_twins", "poisoned_allocations"]

@@ -74,35 +74,36 @@ def check_req_idx_map(metadata: Any) -> list[Violation]:
             )
     expected = expected_req_idx_per_token(seq_lens)[:num_tokens]
     actual = _host_list(metadata.req_idx_per_token[:num_tokens])
-    if actual != expected:
-        first = next(
-            (i for i, (a, e) in enumerate(zip(actual, expected, strict=False)) if a != e),
-            min(len(actual), len(expected)),  # one is shorter: the buffer cannot hold the layout
-        )
-        if first >= len(actual):
-            return [
-                *out,
-                Violation(
-                    "req_idx_map",
-                    f"req_idx_per_token holds {len(actual)} entries but the layout has "
-                    f"{len(expected)} tokens",
-                    {"seq_lens": seq_lens, "num_tokens": num_tokens, "capacity": len(actual)},
-                ),
-            ]
+    first = next(
+        (i for i, (a, e) in enumerate(zip(actual, expected, strict=False)) if a != e), None
+    )
+    if first is None and len(actual) < len(expected):  # the buffer cannot hold the layout
         out.append(
             Violation(
                 "req_idx_map",
-                f"req_idx_per_token is stale: token {first} maps to request {actual[first]}, "
-                f"but layout {_short(seq_lens)} puts it in request {expected[first]}",
-                {
-                    "seq_lens": seq_lens,
-                    "num_tokens": num_tokens,
-                    "expected": expected,
-                    "actual": actual,
-                    "first_mismatch": first,
-                },
+                f"req_idx_per_token holds {len(actual)} entries but the layout has "
+                f"{len(expected)} tokens",
+                {"seq_lens": seq_lens, "num_tokens": num_tokens, "capacity": len(actual)},
             )
         )
+    # A longer map than the layout with a right prefix means num_tokens exceeds sum(seq_lens):
+    # the count violation above already says so, and no token of the layout is mapped wrong.
+    if first is None:
+        return out
+    out.append(
+        Violation(
+            "req_idx_map",
+            f"req_idx_per_token is stale: token {first} maps to request {actual[first]}, "
+            f"but layout {_short(seq_lens)} puts it in request {expected[first]}",
+            {
+                "seq_lens": seq_lens,
+                "num_tokens": num_tokens,
+                "expected": expected,
+                "actual": actual,
+                "first_mismatch": first,
+            },
+        )
+    )
     return out
 
 

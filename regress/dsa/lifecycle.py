@@ -6,12 +6,12 @@ sentinel, of the TensorRT-LLM hooks and of the reference engine exercise the rea
 of our engine's private one. It drives anything with upstream's metadata interface: the mirrors in
 ``regress.reference.metadata`` and the real upstream classes loaded in a CPU sandbox alike.
 
-Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-LLM``):
+Per forward (read in the stored versions of ``NVIDIA/TensorRT-LLM`` named below):
 
 1. **Announce.** ``update_spec_dec_param(...)`` runs first, before the inputs are prepared
    (``tensorrt_llm/_torch/pyexecutor/model_engine.py`` ``PyTorchModelEngine.forward`` @ 1a0dc5f7 and
-   earlier; newer builds (code index stored ids 69521225249 and 71221317741):
-   ``ForwardExecutor._forward_scheduled`` -> ``update_spec_metadata``, which
+   earlier; newer builds (the newest stored versions of the executor's forward path, commit
+   unknown): ``ForwardExecutor._forward_scheduled`` -> ``update_spec_metadata``, which
    calls ``attn_metadata.update_spec_dec_param(batch_size=..., is_spec_decoding_enabled=...,
    is_spec_dec_tree=..., is_spec_dec_dynamic_tree=..., max_draft_len=...,
    max_total_draft_tokens=..., ...)``). On the first forward the metadata was built without a
@@ -19,17 +19,18 @@ Per forward (upstream sources read through the code index of ``NVIDIA/TensorRT-L
    ``AttentionMetadata.seq_lens`` setter @ 000a01de: "The model executor sets seq_lens to None
    initially"; ``num_seqs`` is ``seq_lens.shape[0]`` and raises then). On later forwards it still
    holds the previous forward's layout, restored after that forward's draft loop.
-2. **Prepare.** The executor sets ``request_ids``, ``seq_lens``, ``num_contexts`` (and the cached
-   lengths) and calls ``prepare()``; the target model then runs on that layout.
-3. **Draft loop** (``_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward``, code index
-   stored id 51981746824, which ``mtp.py`` ``MTPEagleWorker`` became a thin wrapper of; older
-   builds: ``mtp.py`` ``MTPEagleWorker.forward`` with the same sequence): save the layout, draft
-   step 0 on the target layout, collapse the batch after it, advance after every step.
+2. **Prepare.** The executor sets the batch on the metadata and calls ``prepare()``
+   (:func:`regress.dsa.batch.prepare_batch`); the target model then runs on that layout.
+3. **Draft loop** (``_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward``, the newest
+   stored version, commit unknown, which ``mtp.py`` ``MTPEagleWorker`` became a thin wrapper of;
+   older builds: ``mtp.py`` ``MTPEagleWorker.forward`` with the same sequence): save the target
+   batch, draft step 0 on it, collapse the batch after it, advance after every step.
    ``num_accepted_tokens`` counts the bonus token (1..K+1), as eagle3's
    ``sample_and_accept_draft_tokens`` returns it.
-4. **Restore** (``_restore_attn_metadata_from_spec_dec``, ``interface.py`` ``SpecWorkerBase``,
-   stored id 57352998664). Nothing rebuilds the backend's derived buffers: the DSA map stays in
-   the draft-step layout until the next ``prepare()``.
+4. **Restore** (``_restore_attn_metadata_from_spec_dec``, ``_torch/speculative/interface.py``
+   ``SpecWorkerBase``, the newest stored version, commit unknown). Nothing rebuilds the
+   backend's derived buffers: the DSA map stays in the draft-step layout until the next
+   ``prepare()``.
 
 Each draft-loop transition is one function of ``regress.dsa.transitions`` (which cites the
 upstream lines); :func:`iter_draft_loop` composes them, the reference engine calls the same
@@ -43,7 +44,7 @@ announcement nor after the restore: :attr:`Event.guaranteed` says which is which
 
 Usage::
 
-    from regress.dsa.lifecycle import Forward, run_forwards, serving_forwards
+    from regress.dsa.lifecycle import run_forwards, serving_forwards
 
     events = run_forwards(md, serving_forwards(batch_size=8, max_draft_len=4, generations=3),
                           max_draft_len=4, observer=lambda event, md: ...)
@@ -55,13 +56,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.transitions import (
     UPSTREAM_WORKER,
     LoopOptions,
     advance,
     collapse,
-    restore_layout,
-    save_layout,
+    restore_target,
+    save_target,
 )
 
 STAGES = ("announce", "prepare", "draft_begin", "draft_step", "restore")
@@ -75,47 +78,6 @@ GUARANTEED_AFTER = frozenset({"prepare", "on_update_kv_lens", "update_for_spec_d
 the ones every :data:`GUARANTEED_STAGES` stage ends with (DSA's ``update_for_spec_dec`` calls
 ``on_update_kv_lens``). Not ``update_spec_dec_param`` (it runs before the layout is set, on
 ``seq_lens=None`` or on the layout the last restore left) nor ``on_update`` (counts only)."""
-
-
-@dataclass(frozen=True)
-class Forward:
-    """One scheduled forward: the batch layout the executor hands the metadata.
-
-    Attributes:
-        seq_lens: new tokens per request, contexts first (upstream batches contexts first).
-        num_contexts: how many leading requests are contexts.
-        cached: tokens already in the KV cache per request (the executor's
-            ``num_cached_tokens_per_seq``); default 0 for contexts and 8 for generations.
-        num_accepted: per request, accepted tokens counting the bonus one (1..K+1), as
-            upstream's ``num_accepted_tokens``; contexts always 1. Default: all 1.
-        request_ids: default ``0..n-1``.
-        draft_seq_lens: the layout draft step 0 collapses the batch to. Default all ones, as
-            MTP-Eagle's ``_seq_lens[:bs].fill_(1)``; other drafters re-lay the batch out
-            differently (tree drafts; ``speculative/pard.py`` gives each generation request
-            ``2K`` draft tokens), which is what a map refresh that only handles all-ones (the
-            closed PR #17240) gets wrong.
-    """
-
-    seq_lens: tuple[int, ...]
-    num_contexts: int = 0
-    cached: tuple[int, ...] | None = None
-    num_accepted: tuple[int, ...] | None = None
-    request_ids: tuple[int, ...] | None = None
-    draft_seq_lens: tuple[int, ...] | None = None
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.seq_lens)
-
-    def cached_lens(self) -> list[int]:
-        if self.cached is not None:
-            return list(self.cached)
-        return [0] * self.num_contexts + [8] * (self.batch_size - self.num_contexts)
-
-    def accepted(self) -> list[int]:
-        if self.num_accepted is not None:
-            return list(self.num_accepted)
-        return [1] * self.batch_size
 
 
 @dataclass(frozen=True)
@@ -139,35 +101,8 @@ class Event:
 
 
 Observer = Callable[[Event, Any], None]
-LayoutSetter = Callable[[Any, Forward], None]
-Announcer = Callable[[Any, Forward, int], None]
-
-
-def set_layout(metadata: Any, forward: Forward) -> None:
-    """What the executor's ``_prepare_inputs`` sets before ``prepare()``, for the mirrors.
-
-    The real upstream classes take the cached lengths through ``kv_cache_params``; a sandbox
-    driving them passes its own setter to :func:`run_forwards`.
-    """
-    import torch
-
-    metadata.request_ids = list(forward.request_ids or range(forward.batch_size))
-    if hasattr(metadata, "cached_token_lens"):
-        metadata.cached_token_lens = forward.cached_lens()
-    metadata.seq_lens = torch.tensor(forward.seq_lens, dtype=torch.int32)
-    metadata.num_contexts = forward.num_contexts
-
-
-def announce(metadata: Any, forward: Forward, max_draft_len: int) -> None:
-    """The executor's per-forward ``update_spec_dec_param`` call (linear MTP drafts, no tree)."""
-    metadata.update_spec_dec_param(
-        batch_size=forward.batch_size,
-        is_spec_decoding_enabled=max_draft_len > 0,
-        is_spec_dec_tree=False,
-        is_spec_dec_dynamic_tree=False,
-        max_draft_len=max_draft_len,
-        max_total_draft_tokens=max_draft_len,
-    )
+Announcer = Callable[[Any, int, int], None]
+"""``announcer(metadata, batch_size, max_draft_len)``: the per-forward announcement."""
 
 
 def iter_draft_loop(
@@ -180,8 +115,8 @@ def iter_draft_loop(
 ) -> Iterator[tuple[str, int | None]]:
     """The metadata side of one MTP-Eagle draft loop, yielding ``(stage, step)`` after each step.
 
-    ``save_layout``, then after each step ``i``'s forward ``collapse`` (``i == 0`` only) and
-    ``advance``, then ``restore_layout`` (``regress.dsa.transitions``). A generator so that a
+    ``save_target``, then after each step ``i``'s forward ``collapse`` (``i == 0`` only) and
+    ``advance``, then ``restore_target`` (``regress.dsa.transitions``). A generator so that a
     caller can look at (or act on) the metadata between transitions; :func:`draft_loop` runs it
     through. The reference engine calls the same transitions from its compute loop
     (``regress.reference.serving``).
@@ -190,17 +125,18 @@ def iter_draft_loop(
         metadata: prepared metadata (the target forward's layout).
         max_draft_len: K, the number of draft steps.
         num_accepted: accepted tokens per request counting the bonus (1..K+1).
-        draft_seq_lens: the layout step 0 collapses to (default all ones; see :class:`Forward`).
-        options: how the layout is saved and restored (default: upstream's one-model worker).
+        draft_seq_lens: the layout step 0 collapses to (default all ones; see :class:`Batch`).
+        options: how the target batch is saved and restored (default: upstream's one-model
+            worker).
     """
-    saved = save_layout(metadata, options)
+    saved = save_target(metadata, options)
     yield "draft_begin", None
     for i in range(max_draft_len):
         if i == 0:
             collapse(metadata, saved, max_draft_len, num_accepted, draft_seq_lens=draft_seq_lens)
         advance(metadata, saved.batch_size)
         yield "draft_step", i
-    restore_layout(metadata, saved)
+    restore_target(metadata, saved)
     yield "restore", None
 
 
@@ -250,12 +186,11 @@ def draft_loop(
 
 def run_forwards(
     metadata: Any,
-    forwards: Iterable[Forward],
+    forwards: Iterable[Batch],
     *,
     max_draft_len: int,
     observer: Observer | None = None,
-    layout: LayoutSetter = set_layout,
-    announcer: Announcer = announce,
+    announcer: Announcer = announce_speculation,
     options: LoopOptions = UPSTREAM_WORKER,
 ) -> list[Event]:
     """Drive ``metadata`` through upstream's per-forward sequence for each of ``forwards``.
@@ -266,10 +201,10 @@ def run_forwards(
         forwards: the scheduled batches, in order.
         max_draft_len: K; 0 runs no draft loop (speculation off).
         observer: ``observer(event, metadata)`` after every transition.
-        layout: sets the batch layout before ``prepare()`` (default :func:`set_layout`).
-        announcer: the per-forward announcement (default :func:`announce`); a sandbox driving an
-            older upstream signature passes its own.
-        options: how each draft loop saves and restores the layout (``LoopOptions``).
+        announcer: the per-forward announcement (default
+            :func:`regress.dsa.announce.announce_speculation`); a sandbox driving an older
+            upstream signature passes its own.
+        options: how each draft loop saves and restores the target batch (``LoopOptions``).
 
     Returns:
         Every event, in order (the observer saw the same ones).
@@ -284,10 +219,9 @@ def run_forwards(
             if observer is not None:
                 observer(event, metadata)
 
-        announcer(metadata, forward, max_draft_len)
+        announcer(metadata, forward.batch_size, max_draft_len)
         emit("announce")
-        layout(metadata, forward)
-        metadata.prepare()
+        prepare_batch(metadata, forward)
         emit("prepare")
         if max_draft_len > 0:
             draft_loop(
@@ -309,7 +243,7 @@ def serving_forwards(
     prompt_len: int = 8,
     accepted: Callable[[int, int], int] | None = None,
     draft_seq_lens: Sequence[int] | None = None,
-) -> list[Forward]:
+) -> list[Batch]:
     """A context forward for ``batch_size`` prompts, then ``generations`` MTP verify forwards.
 
     Args:
@@ -323,7 +257,7 @@ def serving_forwards(
     """
     pick = accepted or (lambda f, r: 1 + (f + r) % (max_draft_len + 1))
     out = [
-        Forward(
+        Batch(
             seq_lens=(prompt_len,) * batch_size,
             num_contexts=batch_size,
             cached=(0,) * batch_size,
@@ -333,7 +267,7 @@ def serving_forwards(
     for f in range(1, generations + 1):
         acc = tuple(pick(f, r) for r in range(batch_size))
         out.append(
-            Forward(
+            Batch(
                 seq_lens=(1 + max_draft_len,) * batch_size,
                 cached=tuple(cached),
                 num_accepted=acc,
@@ -349,12 +283,9 @@ __all__ = [
     "GUARANTEED_STAGES",
     "STAGES",
     "Event",
-    "Forward",
-    "announce",
     "draft_checkpoints",
     "draft_loop",
     "iter_draft_loop",
     "run_forwards",
     "serving_forwards",
-    "set_layout",
 ]

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import Violation, check_kv_lens_2d_width, check_req_idx_map
 from regress.dsa.lifecycle import GUARANTEED_AFTER
 
@@ -48,13 +49,14 @@ class StaleDebug:
     Attributes:
         construct: a new object with the watched one's construction settings (the sentinel
             replays the announcement it saw on it).
-        lay: give an object a layout and prepare it the way the executor does.
-        draft_len: K for the layout's draft-window rule, or how to read it off the metadata.
+        draft_len: K for the draft-window row rule, or how to read it off the metadata.
+        prepare: give an object a batch and prepare it the way the executor does (default
+            :func:`regress.dsa.batch.prepare_batch`, the mirrors' way).
     """
 
     construct: Any
-    lay: Any
     draft_len: Any = 0
+    prepare: Any = prepare_batch
 
 
 HOOKED = (
@@ -217,9 +219,9 @@ class Sentinel:
 
     def _stale_state(self, md: Any, site: str) -> list[Violation]:
         """The stale-state oracle at ``site``: unexplained differences from a fresh object."""
-        from regress.dsa.fresh import Recipe, fresh_twins
+        from regress.dsa.fresh import Blueprint, fresh_twins
         from regress.dsa.stale_allow import ALLOWED, explain
-        from regress.dsa.staleness import StateLayout, compare
+        from regress.dsa.staleness import compare
 
         debug = self.stale
         args, kwargs = self._announced.get(id(md), ((), {}))
@@ -231,13 +233,13 @@ class Sentinel:
             return fresh
 
         k = debug.draft_len(md) if callable(debug.draft_len) else debug.draft_len
-        layout = StateLayout.from_metadata(md, k)
+        batch = Batch.from_metadata(md, k)
         replay = () if site == "prepare" else (site,)
-        fresh, determined = fresh_twins(Recipe(make, debug.lay), layout, replay=replay)
+        fresh, determined = fresh_twins(Blueprint(make, debug.prepare), batch, replay=replay)
         self.stale_checks += 1
         # A refresh returning is the draft-step checkpoint of the allow table's vocabulary.
         label = "prepare" if site == "prepare" else "draft_step"
-        found = compare(md, fresh, layout, determined=determined, checkpoint=label).differences
+        found = compare(md, fresh, batch, determined=determined, checkpoint=label).differences
         unexplained, _ = explain(found, ALLOWED, type(md).__name__)
         return [
             Violation(

@@ -3,8 +3,8 @@
 The stale-state oracle (:mod:`regress.dsa.staleness`) reports every field whose incremental value
 differs from its from-scratch value. A field leaves that report only by a row here, one field per
 row (never a pattern), each with the upstream reason and the upstream place that shows it (file,
-commit or stored id, method, and in our own words what that code does; never upstream's code),
-read in the commit named. A row may be limited to checkpoint kinds (``draft_step`` covers
+commit, method, and in our own words what that code does; never upstream's code), read in the
+commit named, or in the newest stored version where the commit is unknown (said so). A row may be limited to checkpoint kinds (``draft_step`` covers
 ``draft_step_<i>``, ``f2:draft_step_<i>`` and ``draft_step_<i>@update_for_spec_dec#2``: a label's
 kind is what follows its last colon, before an ``@`` (the caller's own call), without the step
 number) and to metadata classes. Rows were decided with the upstream code in hand; candidate
@@ -54,8 +54,8 @@ _C_INDEXER = "tensorrt_llm/_torch/attention/backends/sparse/dsa/indexer.py @ 0b2
 #: Upstream's own list of the host tensors prepare() owns: pinned host buffers that prepare()
 #: refills before copying them to the device without blocking, or hands out as host runtime views.
 _STAGE = (
-    "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py, stored id 57530523289: "
-    "_PREPARE_HOST_STAGE_FIELDS"
+    "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py (era-B path; the newest stored "
+    "version, commit unknown): _PREPARE_HOST_STAGE_FIELDS"
 )
 _DRAFT = ("draft_step",)
 _V4 = "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4/metadata.py @ 5ca7a947"
@@ -128,7 +128,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "kv_lens_cuda_runtime moves on (see docs/findings.md, 'reviewed, not filed')",
         f"{_C_TRTLLM}: TrtllmAttentionMetadata.prepare (hands the first num_seqs host kv "
         "lengths to _bind_runtime_views as the kv_lens view); tests/unittest "
-        "KV-cache-compression attention test, stored id 60342322228: "
+        "KV-cache-compression attention test (the newest stored version, commit unknown): "
         "test_native_spec_update_refreshes_device_domain_once",
         _DRAFT,
     ),
@@ -209,8 +209,9 @@ ALLOWED: tuple[Allowed, ...] = (
         "num_ctx_mla_kv_tokens",
         "context-only host counter: read only by the NVFP4 context path (when the forward is not "
         "a generation one)",
-        f"{_C_META}: prepare_for_mla_rope_append; DSA sparse MLA NVFP4 context gather, stored id "
-        "57842311440 (takes its total kv token count from num_ctx_mla_kv_tokens)",
+        f"{_C_META}: prepare_for_mla_rope_append; DSA sparse MLA NVFP4 context gather (the "
+        "newest stored version, commit unknown; takes its total kv token count from "
+        "num_ctx_mla_kv_tokens)",
         _DRAFT,
     ),
     Allowed(
@@ -228,7 +229,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "a mode the worker itself sets for the chained draft steps and resets after the loop: "
         "an input of the caller, not state prepare() derives from the layout (a fresh object "
         "holds what the announcement set)",
-        "tensorrt_llm/_torch/speculative/eagle3.py, stored id 51981746824: "
+        "tensorrt_llm/_torch/speculative/eagle3.py (the newest stored version, commit unknown): "
         "Eagle3OneModelWorker.forward (turns use_spec_decoding off on the attention metadata "
         "for the draft loop and back on after it)",
         _DRAFT,

@@ -2,7 +2,7 @@
 
 A caller (the draft-loop model of :mod:`regress.dsa.lifecycle` today, upstream's own speculative
 worker where the sandbox can run it) yields a :class:`Checkpoint` after each metadata call it
-wants judged; :func:`check_states` builds a fresh object for the layout the live one describes
+wants judged; :func:`check_states` builds a fresh object for the batch the live one describes
 there (:func:`regress.dsa.fresh.fresh_twins`), compares the two
 (:func:`regress.dsa.staleness.compare`), and sorts every difference into explained (a row of
 :data:`regress.dsa.stale_allow.ALLOWED`) or not. A field leaves the report only through that
@@ -27,10 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from regress.dsa.fresh import Recipe, fresh_twins
+from regress.dsa.batch import Batch
+from regress.dsa.fresh import Blueprint, fresh_twins
 from regress.dsa.lifecycle import iter_draft_loop
 from regress.dsa.stale_allow import ALLOWED, Allowed, explain
-from regress.dsa.staleness import Comparison, StaleField, StateLayout, compare
+from regress.dsa.staleness import Comparison, StaleField, compare
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ class Checkpoint:
         replay: metadata methods the fresh object runs after ``prepare()`` (the refresh the
             caller's last call was).
         scope: compare only these fields (None: every field).
-        against: the label of an earlier checkpoint whose layout the live object must describe
-            again (the restore's), instead of the layout read off the live object now.
+        against: the label of an earlier checkpoint whose batch the live object must describe
+            again (the restore's), instead of the batch read off the live object now.
     """
 
     label: str
@@ -57,7 +58,7 @@ class CheckpointResult:
     """What one checkpoint compared and found."""
 
     checkpoint: Checkpoint
-    layout: StateLayout
+    batch: Batch
     comparison: Comparison
     unexplained: list[StaleField] = field(default_factory=list)
     allowed: list[tuple[StaleField, Allowed]] = field(default_factory=list)
@@ -114,7 +115,7 @@ def saved_fields(metadata: Any) -> Iterator[list[str]]:
 
 def check_states(
     live: Any,
-    recipe: Recipe,
+    blueprint: Blueprint,
     checkpoints: Iterable[Checkpoint],
     *,
     draft_len: int,
@@ -126,35 +127,35 @@ def check_states(
 
     Args:
         live: the metadata the caller drives.
-        recipe: how to build one like it from scratch.
+        blueprint: how to build one like it from scratch.
         checkpoints: the caller's checkpoints; the caller advances ``live`` between them.
-        draft_len: K, for the layout's draft-window rule.
+        draft_len: K, for the draft-window row rule.
         log: a :class:`regress.dsa.write_log.WriteLog` watching ``live`` (fresh objects are
             watched too), for the sites of each difference.
         allow: the reviewed table of legitimate differences.
         on_result: called with each result as it is made.
     """
-    layouts: dict[str, StateLayout] = {}
+    batches: dict[str, Batch] = {}
     out: list[CheckpointResult] = []
     for cp in checkpoints:
-        if cp.against is not None and cp.against in layouts:
-            layout = layouts[cp.against]
+        if cp.against is not None and cp.against in batches:
+            batch = batches[cp.against]
         else:
-            layout = StateLayout.from_metadata(live, draft_len)
-        layouts[cp.label] = layout
+            batch = Batch.from_metadata(live, draft_len)
+        batches[cp.label] = batch
         watch = log.watch if log is not None else (lambda md: md)
-        fresh, determined = fresh_twins(recipe, layout, replay=cp.replay, watch=watch)
+        fresh, determined = fresh_twins(blueprint, batch, replay=cp.replay, watch=watch)
         found = compare(
             live,
             fresh,
-            layout,
+            batch,
             determined=determined,
             fields=cp.scope,
             sites=log,
             checkpoint=cp.label,
         )
         unexplained, allowed = explain(found.differences, allow, type(live).__name__)
-        result = CheckpointResult(cp, layout, found, unexplained, allowed)
+        result = CheckpointResult(cp, batch, found, unexplained, allowed)
         out.append(result)
         if on_result is not None:
             on_result(result)

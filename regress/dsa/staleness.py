@@ -5,11 +5,13 @@ of CUDA-graph capture) and updates it in place afterwards (``on_update()``,
 ``on_update_kv_lens()``, ``update_for_spec_dec()``, the spec-dec save and restore). When a caller
 changes the layout and one derived buffer is not refreshed, the result is PR #16925's bug under
 another name. A check per named buffer always comes one bug late; this one needs no name:
-:func:`compare_states` compares every tensor and scalar attribute of a live metadata object with
-a fresh object of the same class prepared directly for the current layout
+:func:`compare` compares every tensor and scalar attribute of a live metadata object with a fresh
+object of the same class prepared directly for the current batch
 (:func:`regress.dsa.fresh.fresh_twins` builds it), and every field that differs is a candidate.
+Callers judge whole draft loops through :func:`regress.dsa.stale_check.check_states`, which
+calls :func:`compare` at each checkpoint; the runtime sentinel's debug mode calls it directly.
 
-Only what the current layout uses is compared. The layout rules (:meth:`StateLayout.used`): the
+Only what the current batch uses is compared. The row rules (:meth:`Capacities.used`): the
 first axis whose size is a capacity of the object is cut to the extent in use (``max_num_tokens``
 -> ``num_tokens``, ``max_num_sequences`` -> ``num_seqs``, ``max_num_sequences + 1`` ->
 ``num_seqs + 1`` for exclusive prefix sums, ``max_num_sequences * (1 + K)`` -> ``num_seqs *
@@ -28,123 +30,61 @@ coincide the first rule listed wins.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Lists and tuples of scalars up to this length are compared as one scalar value.
-MAX_SCALAR_SEQUENCE = 64
+from regress.dsa.batch import Batch
+from regress.dsa.state_fields import aliases, is_scalar, is_tensor, state_fields, with_defaults
+
 #: Elements shown per value in a finding.
 SHOWN = 8
 
 
 @dataclass(frozen=True)
-class StateLayout:
-    """The batch a metadata object describes, and the capacities its buffers were allocated for.
+class Capacities:
+    """The sizes a metadata object's buffers were allocated for, which the row rules cut.
 
     Attributes:
-        seq_lens: new tokens per request, contexts first.
-        num_contexts: how many leading requests are contexts (their request type).
-        kv_lens: tokens in the KV cache per request, the new ones included (``kv_lens_cuda``).
-        draft_len: K, the draft window announced (``1 + K`` tokens per generation in a verify).
         max_num_tokens: the token capacity of the object.
         max_num_sequences: the sequence capacity of the object.
-        request_ids: the requests, in batch order.
-        prompt_lens: each request's prompt length.
     """
 
-    seq_lens: tuple[int, ...]
-    num_contexts: int
-    kv_lens: tuple[int, ...] | None
-    draft_len: int
     max_num_tokens: int
     max_num_sequences: int
-    request_ids: tuple[int, ...] = ()
-    prompt_lens: tuple[int, ...] | None = None
 
-    @property
-    def num_seqs(self) -> int:
-        return len(self.seq_lens)
+    @classmethod
+    def of(cls, md: Any) -> Capacities:
+        """Read them off a metadata object (``max_num_requests`` where ``max_num_sequences`` is
+        unset)."""
+        seqs = getattr(md, "max_num_sequences", None) or md.max_num_requests
+        return cls(int(md.max_num_tokens), int(seqs))
 
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.seq_lens)
-
-    @property
-    def num_generations(self) -> int:
-        return self.num_seqs - self.num_contexts
-
-    @property
-    def next_n(self) -> int:
-        """Tokens per generation request (the widest one), 0 without generations."""
-        return max(self.seq_lens[self.num_contexts :], default=0)
-
-    @property
-    def request_types(self) -> tuple[int, ...]:
-        """Upstream's request types per request: 0 context, 1 generation (contexts lead)."""
-        return (0,) * self.num_contexts + (1,) * self.num_generations
-
-    def cached(self) -> list[int]:
-        """Tokens already cached before this step's new ones (``kv_lens - seq_lens``)."""
-        if self.kv_lens is None:
-            return [0] * self.num_seqs
-        return [k - s for k, s in zip(self.kv_lens, self.seq_lens, strict=True)]
-
-    def describe(self) -> str:
-        """One short line: what a reader needs to recreate the batch."""
-        kv = f" kv_lens={list(self.kv_lens)}" if self.kv_lens is not None else ""
-        return (
-            f"seq_lens={list(self.seq_lens)} num_contexts={self.num_contexts}{kv} "
-            f"K={self.draft_len}"
-        )
-
-    def row_rules(self) -> list[tuple[int, int, str]]:
+    def row_rules(self, batch: Batch) -> list[tuple[int, int, str]]:
         """``(capacity, used, why)`` for a buffer's batch axis, in priority order."""
-        window = 1 + self.draft_len
+        window = 1 + batch.max_draft_len
+        n = batch.batch_size
         return [
-            (self.max_num_tokens, self.num_tokens, "tokens"),
-            (self.max_num_sequences, self.num_seqs, "sequences"),
-            (self.max_num_sequences + 1, self.num_seqs + 1, "sequence prefix sums"),
-            (self.max_num_sequences * window, self.num_seqs * window, "draft-token rows"),
+            (self.max_num_tokens, batch.num_tokens, "tokens"),
+            (self.max_num_sequences, n, "sequences"),
+            (self.max_num_sequences + 1, n + 1, "sequence prefix sums"),
+            (self.max_num_sequences * window, n * window, "draft-token rows"),
         ]
 
-    def used(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The extent of each axis of a buffer of ``shape`` that the current layout uses."""
+    def used(self, shape: tuple[int, ...], batch: Batch) -> tuple[int, ...]:
+        """The extent of each axis of a buffer of ``shape`` that ``batch`` uses."""
         out = list(shape)
         for axis, size in enumerate(shape):
-            rule = next(((c, u) for c, u, _ in self.row_rules() if c == size), None)
+            rule = next(((c, u) for c, u, _ in self.row_rules(batch) if c == size), None)
             if rule is None:
                 continue
             out[axis] = min(size, rule[1])
             sequences = size in (self.max_num_sequences, self.max_num_sequences + 1)
             nxt = axis + 1
-            if sequences and nxt < len(shape) and shape[nxt] == 1 + self.draft_len:
-                out[nxt] = min(shape[nxt], self.next_n)
+            if sequences and nxt < len(shape) and shape[nxt] == 1 + batch.max_draft_len:
+                out[nxt] = min(shape[nxt], batch.next_n)
             break
         return tuple(out)
-
-    @classmethod
-    def from_metadata(cls, md: Any, draft_len: int) -> StateLayout:
-        """Read the current layout off a metadata object (upstream's attribute names).
-
-        ``seq_lens`` (host), ``num_contexts``, ``kv_lens_cuda`` (what the draft loop rewinds and
-        advances), ``request_ids``, ``prompt_lens`` and the capacities ``max_num_tokens`` and
-        ``max_num_sequences`` (``max_num_requests`` where that is unset).
-        """
-        lens = [int(x) for x in md.seq_lens.tolist()]
-        kv = getattr(md, "kv_lens_cuda", None)
-        prompts = getattr(md, "prompt_lens", None)
-        return cls(
-            seq_lens=tuple(lens),
-            num_contexts=int(md.num_contexts),
-            kv_lens=tuple(int(x) for x in kv[: len(lens)].tolist()) if kv is not None else None,
-            draft_len=int(draft_len),
-            max_num_tokens=int(md.max_num_tokens),
-            max_num_sequences=int(getattr(md, "max_num_sequences", None) or md.max_num_requests),
-            request_ids=tuple(int(r) for r in (getattr(md, "request_ids", None) or ())),
-            prompt_lens=tuple(int(p) for p in prompts[: len(lens)]) if prompts else None,
-        )
 
 
 @dataclass
@@ -165,7 +105,7 @@ class StaleField:
         live_site: the upstream ``file:line in fn()`` that last wrote the live field.
         fresh_site: where the fresh object's prepare wrote it (the refresh the live one lacks).
         checkpoint: where in the caller's sequence it was seen.
-        layout: :meth:`StateLayout.describe` of the layout compared.
+        layout: :meth:`~regress.dsa.batch.Batch.describe` of the batch compared.
         owner: the metadata class.
     """
 
@@ -213,96 +153,6 @@ class Comparison:
     aliases: dict[str, str] = field(default_factory=dict)
 
 
-def _is_tensor(value: Any) -> bool:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a core dependency here
-        return False
-    return isinstance(value, torch.Tensor)
-
-
-def is_scalar(value: Any) -> bool:
-    """A value compared as one: numbers, strings, None, enums, short sequences of those."""
-    if value is None or isinstance(value, (bool, int, float, str, enum.Enum)):
-        return True
-    if isinstance(value, (list, tuple)) and len(value) <= MAX_SCALAR_SEQUENCE:
-        return all(v is None or isinstance(v, (bool, int, float, str, enum.Enum)) for v in value)
-    return False
-
-
-def _flat_dict(value: Any) -> bool:
-    """A small dict of tensors or scalars keyed by names or numbers (per-ratio buffers)."""
-    return (
-        isinstance(value, dict)
-        and 0 < len(value) <= MAX_SCALAR_SEQUENCE
-        and all(isinstance(k, (str, int)) for k in value)
-        and all(_is_tensor(v) or is_scalar(v) for v in value.values())
-    )
-
-
-def state_fields(md: Any) -> dict[str, Any]:
-    """The instance attributes of ``md``, small dicts of buffers flattened to ``name[key]``.
-
-    Methods a spy patched onto the instance are left out. A dict such as upstream's per-ratio
-    buffers (DeepSeek-V4 metadata keeps ``{compress_ratio: tensor}``) is state like any other.
-    """
-    out: dict[str, Any] = {}
-    for name, value in vars(md).items():
-        if callable(value) and not _is_tensor(value):
-            continue
-        if _flat_dict(value):
-            out.update({f"{name}[{key!r}]": v for key, v in value.items()})
-        else:
-            out[name] = value
-    return out
-
-
-_MISSING = object()
-
-
-def _class_default(obj: Any, name: str) -> Any:
-    """What ``obj.name`` reads when the instance never set it: a plain class attribute."""
-    for klass in type(obj).__mro__:
-        if name in klass.__dict__:
-            value = klass.__dict__[name]
-            descriptor = hasattr(value, "__get__") and not _is_tensor(value)
-            return _MISSING if descriptor or callable(value) else value
-    return _MISSING
-
-
-def _with_defaults(obj: Any, mine: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    out = dict(mine)
-    for name in names:
-        if name not in out:
-            value = _class_default(obj, name)
-            if value is not _MISSING:
-                out[name] = value
-    return out
-
-
-def _view_key(t: Any) -> tuple | None:
-    if not _is_tensor(t) or not t.numel():
-        return None
-    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
-
-
-def _aliases(mine: dict[str, Any], theirs: dict[str, Any], names: list[str]) -> dict[str, str]:
-    """Fields that are the same tensor view as an earlier field, in both objects alike."""
-    first_mine: dict[tuple, str] = {}
-    out: dict[str, str] = {}
-    for name in names:
-        key = _view_key(mine.get(name))
-        if key is None:
-            continue
-        if key in first_mine:
-            other = first_mine[key]
-            if _view_key(theirs.get(name)) == _view_key(theirs.get(other)) is not None:
-                out[name] = other
-            continue
-        first_mine[key] = name
-    return out
-
-
 def _short(values: list[Any], start: int = 0) -> str:
     part = values[start : start + SHOWN]
     head = "..., " if start else ""
@@ -310,10 +160,10 @@ def _short(values: list[Any], start: int = 0) -> str:
     return "[" + head + ", ".join(str(v) for v in part) + tail + "]"
 
 
-def _region(live: Any, fresh: Any, layout: StateLayout) -> tuple[int, ...] | None:
+def _region(live: Any, fresh: Any, batch: Batch, caps: Capacities) -> tuple[int, ...] | None:
     if live.dim() != fresh.dim():
         return None
-    used = layout.used(tuple(fresh.shape))
+    used = caps.used(tuple(fresh.shape), batch)
     return tuple(min(a, b, u) for a, b, u in zip(live.shape, fresh.shape, used, strict=True))
 
 
@@ -328,10 +178,10 @@ def _equal(a: Any, b: Any) -> Any:
 
 
 def _compare_tensor(
-    name: str, live: Any, fresh: Any, layout: StateLayout, mask: Any | None
+    name: str, live: Any, fresh: Any, batch: Batch, caps: Capacities, mask: Any | None
 ) -> tuple[StaleField | None, bool]:
     """``(difference or None, whether anything was compared)`` for one tensor field."""
-    region = _region(live, fresh, layout)
+    region = _region(live, fresh, batch, caps)
     if region is None:  # a different number of axes: no overlap to compare
         return StaleField(name, "shape", str(tuple(live.shape)), str(tuple(fresh.shape))), True
     index = tuple(slice(0, n) for n in region)
@@ -374,8 +224,9 @@ def _compare_tensor(
 def compare(
     live: Any,
     fresh: Any,
-    layout: StateLayout,
+    batch: Batch,
     *,
+    capacities: Capacities | None = None,
     determined: Mapping[str, Any] | None = None,
     fields: Iterable[str] | None = None,
     sites: Any = None,
@@ -385,8 +236,9 @@ def compare(
 
     Args:
         live: the metadata reached incrementally.
-        fresh: one of the same class and construction settings, prepared for ``layout``.
-        layout: the current layout (:meth:`StateLayout.from_metadata` of ``live``).
+        fresh: one of the same class and construction settings, prepared for ``batch``.
+        batch: the current batch (:meth:`~regress.dsa.batch.Batch.from_metadata` of ``live``).
+        capacities: what the buffers were allocated for (default: read off ``live``).
         determined: per field, what a from-scratch prepare fixes: a boolean tensor of the
             fresh field's shape, or ``False`` for a field (tensor or scalar) it leaves open.
             Fields missing here are compared in full (on the used region).
@@ -396,24 +248,25 @@ def compare(
         checkpoint: stamped on every difference.
     """
     out = Comparison()
+    caps = capacities or Capacities.of(live)
     determined = determined or {}
     mine, theirs = state_fields(live), state_fields(fresh)
     names = sorted(set(mine) | set(theirs))
     # A dataclass field one object never assigned reads its class default: compare that.
-    mine, theirs = _with_defaults(live, mine, names), _with_defaults(fresh, theirs, names)
-    out.aliases = _aliases(mine, theirs, names)
+    mine, theirs = with_defaults(live, mine, names), with_defaults(fresh, theirs, names)
+    out.aliases = aliases(mine, theirs, names)
     if fields is not None:
         wanted = set(fields)
         names = [n for n in names if n in wanted]
     for name in names:
         if name in out.aliases:
             continue
-        found = _compare_field(name, mine, theirs, layout, determined, out)
+        found = _compare_field(name, mine, theirs, batch, caps, determined, out)
         if found is None:
             continue
         found.checkpoint, found.layout, found.owner = (
             checkpoint,
-            layout.describe(),
+            batch.describe(),
             type(live).__name__,
         )
         if sites is not None:
@@ -427,14 +280,15 @@ def _compare_field(
     name: str,
     mine: dict[str, Any],
     theirs: dict[str, Any],
-    layout: StateLayout,
+    batch: Batch,
+    caps: Capacities,
     determined: Mapping[str, Any],
     out: Comparison,
 ) -> StaleField | None:
     mask = determined.get(name)
     if name not in mine or name not in theirs:
         value = mine.get(name, theirs.get(name))
-        if not (_is_tensor(value) or is_scalar(value)):
+        if not (is_tensor(value) or is_scalar(value)):
             out.uncomparable.append(name)
             return None
         out.compared.append(name)
@@ -445,36 +299,18 @@ def _compare_field(
     if mask is False:
         out.undetermined.append(name)
         return None
-    if _is_tensor(a) and _is_tensor(b):
-        found, looked = _compare_tensor(name, a, b, layout, mask)
+    if is_tensor(a) and is_tensor(b):
+        found, looked = _compare_tensor(name, a, b, batch, caps, mask)
         (out.compared if looked else out.undetermined).append(name)
         return found
-    if is_scalar(a) and is_scalar(b) and not _is_tensor(a) and not _is_tensor(b):
+    if is_scalar(a) and is_scalar(b) and not is_tensor(a) and not is_tensor(b):
         out.compared.append(name)
         return None if a == b else StaleField(name, "value", repr(a)[:80], repr(b)[:80])
-    if _is_tensor(a) or _is_tensor(b) or is_scalar(a) or is_scalar(b):
+    if is_tensor(a) or is_tensor(b) or is_scalar(a) or is_scalar(b):
         out.compared.append(name)
         return StaleField(name, "kind", type(a).__name__, type(b).__name__)
     out.uncomparable.append(name)
     return None
 
 
-def compare_states(live: Any, fresh: Any, layout: StateLayout, **kwargs: Any) -> list[StaleField]:
-    """The fields of ``live`` that differ from ``fresh`` on what ``layout`` uses (see :func:`compare`).
-
-    The library entry point of the oracle; the runtime sentinel's debug mode and the
-    ``stale_state`` scenario of ``regress check`` call it. Keyword arguments go to
-    :func:`compare`.
-    """
-    return compare(live, fresh, layout, **kwargs).differences
-
-
-__all__ = [
-    "Comparison",
-    "StaleField",
-    "StateLayout",
-    "compare",
-    "compare_states",
-    "is_scalar",
-    "state_fields",
-]
+__all__ = ["SHOWN", "Capacities", "Comparison", "StaleField", "compare"]

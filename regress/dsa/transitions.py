@@ -3,26 +3,27 @@
 ``regress.dsa.lifecycle.iter_draft_loop`` composes them into the model of the loop; the
 reference engine (``regress.reference.serving``, ``graphs``) calls the same functions from its
 compute loop, so there is one definition of what the loop does to the metadata. Read from
-``tensorrt_llm/_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward`` (code index stored
-id 51981746824; ``mtp.py`` ``MTPEagleWorker.forward`` @ 23ee85ee, older, makes the same calls and
-restores without ``num_contexts``) and ``speculative/interface.py`` ``SpecWorkerBase`` (stored id
-57352998664). Upstream's ``draft_target.py`` splits the same transitions into functions too
-(``_update_kv_after_first_draft_step``, ``_update_kv_for_chained_draft_step``, stored id
-56138054636):
+``tensorrt_llm/_torch/speculative/eagle3.py`` ``Eagle3OneModelWorker.forward`` (the newest stored
+version, commit unknown; ``mtp.py`` ``MTPEagleWorker.forward`` @ 23ee85ee, older, makes the same
+calls and restores without ``num_contexts``) and ``speculative/interface.py`` ``SpecWorkerBase``
+(the newest stored version, commit unknown). Upstream's ``speculative/draft_target.py`` splits the
+same transitions into functions too (``_update_kv_after_first_draft_step``,
+``_update_kv_for_chained_draft_step``; the newest stored version, commit unknown):
 
-* :func:`save_layout` before draft step 0 (``_prepare_attn_metadata_for_spec_dec``: the metadata
+* :func:`save_target` before draft step 0 (``_prepare_attn_metadata_for_spec_dec``: the metadata
   saves its host and device seq lens through ``prepare_for_spec_dec``);
 * :func:`collapse` after step 0's forward (both seq-lens buffers set to one token per request,
   ``on_update()``, with a KV cache the contexts marked as generation requests and
   ``num_contexts`` set to 0, the kv-lens rewind);
 * :func:`advance` after every step's forward, step 0 included (every kv length grows by one,
   then ``update_for_spec_dec()``): the last one prepares a step that never runs, as upstream's does;
-* :func:`restore_layout` after the last step (``_restore_attn_metadata_from_spec_dec``:
+* :func:`restore_target` after the last step (``_restore_attn_metadata_from_spec_dec``:
   ``restore_from_spec_dec()`` then ``on_update()``; the newest restore also brings back
-  ``num_contexts`` and ``host_request_types``, upstream's tests of the paired prepare/restore,
-  stored ids 57444030939 and 57684039558).
+  ``num_contexts`` and ``host_request_types``, as upstream's tests of the paired prepare/restore
+  assert: the newest stored versions of its speculative-metadata lifecycle tests, commit unknown).
 
-Where callers differ (how the layout is saved, whether kv lens come back) is a named
+What the loop saves (:class:`DraftSave`) is the target forward's batch, kept for the restore.
+Where callers differ (how the target batch is saved, whether kv lens come back) is a named
 :class:`LoopOptions` field, not a second copy.
 """
 
@@ -33,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 SAVE_MODES = ("swap", "in_place")
-"""How :class:`LoopOptions` may save the layout for the restore."""
+"""How :class:`LoopOptions` may save the target batch for the restore."""
 
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """How a draft-loop caller saves and restores the layout: where callers differ, named.
+    """How a draft-loop caller saves and restores the target batch: where callers differ, named.
 
     Attributes:
         save: ``"swap"``, upstream's ``prepare_for_spec_dec`` of the two seq-lens buffers
@@ -48,12 +49,14 @@ class LoopOptions:
             holding only part of the loop needs it (the reference engine captures steps 1..K-1
             after an eager collapse: an eager swap's fresh clone each iteration is not the one
             the graph captured); upstream captures the whole forward, and warns against keeping
-            "the temporary spec-dec clone whose storage may be released after graph capture"
-            (a backend's ``restore_from_spec_dec``, code index stored id 68345660067).
-        restore_kv_lens: also put ``kv_lens_cuda[:bs]`` back. ``Eagle3OneModelWorker`` (stored id
-            51981746824) leaves it for the next ``prepare()``; vanilla ``MTPWorker``'s restore
-            keeps it (upstream test ``test_mtp_spec_dec_restore_preserves_kv_lens_cuda``, stored
-            id 66432348914), PARD's restores it in place (stored id 66807157793).
+            the temporary spec-dec clone, whose storage graph capture may release (a backend's
+            ``restore_from_spec_dec`` comment; the newest stored version, commit unknown).
+        restore_kv_lens: also put ``kv_lens_cuda[:bs]`` back. ``Eagle3OneModelWorker``
+            (``speculative/eagle3.py``) leaves it for the next ``prepare()``; vanilla
+            ``MTPWorker``'s restore keeps it (upstream test
+            ``test_mtp_spec_dec_restore_preserves_kv_lens_cuda``), PARD's
+            (``speculative/pard.py``) restores it in place (each the newest stored version,
+            commit unknown).
     """
 
     save: str = "swap"
@@ -65,12 +68,12 @@ class LoopOptions:
 
 
 UPSTREAM_WORKER = LoopOptions()
-"""The options of upstream's one-model worker: swap the layout tensors, leave kv lens as they are."""
+"""The options of upstream's one-model worker: swap the seq-lens tensors, leave kv lens as they are."""
 
 
 @dataclass
 class DraftSave:
-    """What :func:`save_layout` kept for :func:`restore_layout`: the target forward's layout."""
+    """What :func:`save_target` kept for :func:`restore_target`: the target forward's batch."""
 
     batch_size: int
     num_contexts: int
@@ -80,8 +83,8 @@ class DraftSave:
     kv_lens: Any = None
 
 
-def save_layout(metadata: Any, options: LoopOptions = UPSTREAM_WORKER) -> DraftSave:
-    """Before draft step 0 (``_prepare_attn_metadata_for_spec_dec``): keep the target layout."""
+def save_target(metadata: Any, options: LoopOptions = UPSTREAM_WORKER) -> DraftSave:
+    """Before draft step 0 (``_prepare_attn_metadata_for_spec_dec``): keep the target batch."""
     bs, types = int(metadata.num_seqs), getattr(metadata, "host_request_types", None)
     saved = DraftSave(bs, int(metadata.num_contexts), options)
     saved.request_types = types.clone() if types is not None else None
@@ -144,8 +147,8 @@ def advance(metadata: Any, batch_size: int) -> None:
     metadata.update_for_spec_dec()
 
 
-def restore_layout(metadata: Any, saved: DraftSave) -> None:
-    """After the last step (``_restore_attn_metadata_from_spec_dec``): the target layout back.
+def restore_target(metadata: Any, saved: DraftSave) -> None:
+    """After the last step (``_restore_attn_metadata_from_spec_dec``): the target batch back.
 
     ``seq_lens`` as saved, then (newest ``SpecWorkerBase``) ``num_contexts`` and
     ``host_request_types``, then ``on_update()``; ``kv_lens_cuda`` only with
@@ -174,6 +177,6 @@ __all__ = [
     "LoopOptions",
     "advance",
     "collapse",
-    "restore_layout",
-    "save_layout",
+    "restore_target",
+    "save_target",
 ]

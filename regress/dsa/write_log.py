@@ -149,7 +149,7 @@ class WriteLog:
         index = self._index.get(id(obj))
         if index is None:
             index = {}
-            from regress.dsa.staleness import state_fields
+            from regress.dsa.state_fields import state_fields
 
             for name, value in state_fields(obj).items():
                 if isinstance(value, torch.Tensor) and value.numel():

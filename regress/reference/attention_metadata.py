@@ -3,8 +3,8 @@
 Upstream (era A/B paths): ``tensorrt_llm/_torch/attention_backend/interface.py::AttentionMetadata``
 (checked @ 000a01de: the ``seq_lens`` setter, ``on_update``, ``num_seqs``) and
 ``tensorrt_llm/_torch/attention_backend/trtllm.py::TrtllmAttentionMetadata``.
-``prepare_for_spec_dec``/``restore_from_spec_dec`` as in the later ``interface.py`` found in the
-code index. Only what the two historical bugs and the lifecycle model touch is mirrored.
+``prepare_for_spec_dec``/``restore_from_spec_dec`` as in a later ``interface.py`` (the newest
+stored version, commit unknown). Only what the two historical bugs and the lifecycle model touch is mirrored.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import UsageError
+from regress.plugins import Option, Registry
 
 ENV_VAR = "REGRESS_DEFECTS"
 
@@ -36,6 +37,18 @@ class Defect:
     symptom: str
     caught_by: tuple[str, ...] = ()
 
+    # A registry entry (regress.plugins.Described); properties, so the JSON of
+    # `regress defects --json` (the fields) stays what it was.
+    @property
+    def help(self) -> str:
+        """The one line a help text shows: the mechanism."""
+        return self.summary
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """A defect is switched on by name alone."""
+        return ()
+
 
 #: ``regress defects --check`` (the contract battery) catches the defect.
 CONTRACTS = "contracts"
@@ -45,9 +58,13 @@ SENTINEL = "sentinel"
 ASSERT = "assert"
 
 
-DEFECTS: dict[str, Defect] = {
-    d.name: d
-    for d in (
+#: The defects by name: the reference engine's own, then the ``regress.defects`` entry points (a
+#: package whose engine replays defects of its own declares them there).
+DEFECTS: Registry[Defect] = Registry(
+    "defect",
+    "--defect",
+    "regress.defects",
+    (
         Defect(
             "stale_req_idx",
             "req_idx_per_token is built in prepare() only; on_update_kv_lens() reuses it after "
@@ -118,8 +135,8 @@ DEFECTS: dict[str, Defect] = {
             "batch 1..4 run)",
             (ASSERT,),
         ),
-    )
-}
+    ),
+)
 
 
 def validate_defects(names: Iterable[str]) -> frozenset[str]:

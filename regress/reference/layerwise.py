@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from regress.dsa.announce import announce_mtp_shapes, mtp_shape_params
+from regress.dsa.batch import Batch, set_batch
 from regress.errors import UsageError
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.defects import active_defects
@@ -69,10 +70,13 @@ def create_run_pack(
         metadata = DSAtrtllmAttentionMetadata(defects=chosen, **kwargs)
     else:
         metadata = TrtllmAttentionMetadata(**kwargs)
-    metadata.request_ids = list(range(batch_size))
-    metadata.cached_token_lens = [0 if run_type == "CTX" else seq_len_kv_cache] * batch_size
-    metadata.seq_lens = [seq_len_q] * batch_size
-    metadata.num_contexts = batch_size if run_type == "CTX" else 0
+    context = run_type == "CTX"
+    batch = Batch(
+        seq_lens=(seq_len_q,) * batch_size,
+        num_contexts=batch_size if context else 0,
+        cached=(0 if context else seq_len_kv_cache,) * batch_size,
+    )
+    set_batch(metadata, batch)  # the runner builds with the batch, announces, then prepares
     _announce(metadata, run_type, batch_size, seq_len_q, chosen)
     metadata.prepare()
     return metadata

@@ -2,7 +2,7 @@
 
 Upstream: ``DSAtrtllmAttentionMetadata`` in ``tensorrt_llm/_torch/attention_backend/sparse/dsa.py``
 (era A), ``.../sparse/dsa/metadata.py`` (era B), ``_torch/attention/backends/sparse/dsa/metadata.py``
-(era C); the era table is ``regress.tree.layout.ERAS``. The base and dense classes it extends are
+(era C); the era table is ``regress.tree.eras.ERAS``. The base and dense classes it extends are
 in ``regress.reference.attention_metadata`` and re-exported here.
 
 Only what the two historical bugs touch is mirrored: the counts ``on_update()`` recomputes, the

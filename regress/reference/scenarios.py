@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import (
     Violation,
     check_dense_untouched,
@@ -61,18 +62,6 @@ def make_dsa_metadata(
     )
 
 
-def prepare_layout(
-    md: Any, seq_lens: Sequence[int], *, num_contexts: int = 0, cached: Sequence[int] | None = None
-) -> None:
-    """Lay out a batch and run ``prepare()``, as the executor does before a target forward."""
-    n = len(seq_lens)
-    md.request_ids = list(range(n))
-    md.cached_token_lens = list(cached) if cached is not None else [8] * n
-    md.seq_lens = list(seq_lens)
-    md.num_contexts = num_contexts
-    md.prepare()
-
-
 def rewrite_layout(md: Any, seq_lens: Sequence[int]) -> None:
     """Rewrite ``seq_lens`` in place and notify the metadata the way a draft loop would."""
     import torch
@@ -100,7 +89,7 @@ def map_scenarios(
             md = make_dsa_metadata(
                 max_num_requests=len(lens), max_num_tokens=64, defects=defects, device=device
             )
-            prepare_layout(md, [4] * len(lens))
+            prepare_batch(md, Batch((4,) * len(lens)))
             rewrite_layout(md, lens)
             out += _tag(check_req_idx_map(md), f"rewrite_to_{name}")
         return out
@@ -115,7 +104,7 @@ def map_scenarios(
                 defects=defects,
                 device=device,
             )
-            prepare_layout(md, [k + 1] * batch)
+            prepare_batch(md, Batch((k + 1,) * batch))
             accepted = [1 + (i * 3) % (k + 1) for i in range(batch)]  # the bonus token counted
             for stage in draft_checkpoints(md, k, accepted):
                 out += _tag(check_req_idx_map(md), f"draft_loop_b{batch}_k{k}_{stage}")
@@ -127,7 +116,7 @@ def map_scenarios(
             md = make_dsa_metadata(
                 max_num_requests=8, max_num_tokens=64, defects=defects, device=device
             )
-            prepare_layout(md, before)
+            prepare_batch(md, Batch(tuple(before)))
             rewrite_layout(md, after)
             out += _tag(check_req_idx_map(md), f"tree_rewrite_{before[0]}x{len(before)}_to_{after}")
         return out

@@ -1,8 +1,8 @@
 """One ``ReferenceEngine.generate`` call: in-flight batching and the per-forward MTP-Eagle sequence.
 
-Every metadata transition of a forward is ``regress.dsa.lifecycle``'s (``announce``,
-``set_layout``) or ``regress.dsa.transitions``' (``save_layout``, ``collapse``, ``advance``,
-``restore_layout``): this module only computes between them, so the engine cannot drift from
+Every metadata transition of a forward is ``regress.dsa``'s (``announce.announce_speculation``,
+``batch.prepare_batch``, and ``transitions``' ``save_target``, ``collapse``, ``advance``,
+``restore_target``): this module only computes between them, so the engine cannot drift from
 the model ``regress check`` and the tests drive. ``tests/unit/test_reference_loop.py`` checks
 the calls and the layouts they see agree with ``iter_draft_loop`` on the same batch.
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from regress.dsa.lifecycle import Forward, announce, set_layout
-from regress.dsa.transitions import LoopOptions, advance, collapse, restore_layout, save_layout
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.transitions import LoopOptions, advance, collapse, restore_target, save_target
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.graphs import DraftGraphs, padded_batch_size
 from regress.reference.model import LayerCache, draft_forward, logits_of, target_forward
@@ -165,7 +166,7 @@ class ServingRun:
             else:
                 tokens += [r.last, *r.drafts]
                 positions += range(r.cached, r.cached + 1 + k)
-        forward = Forward(
+        forward = Batch(
             seq_lens=tuple(lens),
             num_contexts=len(ctx),
             cached=tuple(r.cached for r in live),
@@ -173,9 +174,8 @@ class ServingRun:
         )
         # What the executor announces first in every forward, before the layout is set (the
         # path bug 2's benchmark skipped), then the layout and prepare().
-        announce(md, forward, k)
-        set_layout(md, forward)
-        md.prepare()
+        announce_speculation(md, forward.batch_size, k)
+        prepare_batch(md, forward)
         tok = torch.tensor(tokens, device=self.dev)
         pos = torch.tensor(positions, device=self.dev)
         zero = torch.zeros(self.cfg.hidden, dtype=torch.float64, device=self.dev)
@@ -227,7 +227,7 @@ class ServingRun:
         import torch
 
         k, md, bs = self.k, self.md, len(live)
-        saved = save_layout(md, DRAFT_LOOP)
+        saved = save_target(md, DRAFT_LOOP)
         # Step 0: at every target position p the draft sees (z[p], token at p + 1), where the
         # token at p + 1 is the prompt's next token inside a context, else the target's choice.
         nxt = target_ids.clone()
@@ -240,8 +240,8 @@ class ServingRun:
             self.cfg, self.e.draft_w, self.draft_cache, md, nxt, z, pos, self.width
         )
         is_ctx = [r.cached == 0 for r in live]
-        layout = zip(starts, lens, accepted, is_ctx, strict=True)
-        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in layout], device=self.dev)
+        rows_in = zip(starts, lens, accepted, is_ctx, strict=True)
+        last = torch.tensor([s + (n - 1 if c else a) for s, n, a, c in rows_in], device=self.dev)
         hidden = zd[last]
         first = logits_of(self.e.draft_w, hd[last]).argmax(-1)
         rows = self.e.draft_cache.stash_rows(starts, lens, accepted, is_ctx, self.e.defects)
@@ -261,7 +261,7 @@ class ServingRun:
             if rest
             else [[t] for t in first.tolist()]
         )
-        restore_layout(md, saved)
+        restore_target(md, saved)
         return drafts
 
     def shared_selection(self, slot) -> Any:

@@ -14,30 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from regress.dsa.fresh import Recipe
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
-from regress.dsa.lifecycle import Forward, announce, set_layout
 from regress.dsa.sentinel import Sentinel, StaleDebug
-from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN, MAX_TOKENS, TREE_DRAFT, Batch
+from regress.dsa.stale_batches import BATCHES, CAPACITY, MAX_TOKENS, TREE_DRAFT
 from regress.dsa.stale_check import check_states, draft_loop_checkpoints
-from regress.dsa.staleness import StateLayout
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
 
 
-def lay(md: Any, layout: StateLayout) -> None:
-    """What the executor does before ``prepare()``, for the mirrors (:func:`lifecycle.set_layout`)."""
-    forward = Forward(
-        seq_lens=layout.seq_lens,
-        num_contexts=layout.num_contexts,
-        cached=tuple(layout.cached()),
-        request_ids=layout.request_ids or None,
-    )
-    set_layout(md, forward)
-    md.prepare()
-
-
-def _recipe(defects: Iterable[str] | None, device: str, k: int) -> Recipe:
+def _blueprint(defects: Iterable[str] | None, device: str, k: int) -> Blueprint:
     manager = PagedKVCacheManager.for_requests(CAPACITY, 512, tokens_per_block=32)
 
     def make() -> Any:
@@ -48,20 +36,21 @@ def _recipe(defects: Iterable[str] | None, device: str, k: int) -> Recipe:
             defects=defects,
             device=device,
         )
-        announce(md, Forward(seq_lens=(1 + k,) * 4), k)
+        announce_speculation(md, 4, k)
         return md
 
-    return Recipe(make, lay)
+    return Blueprint(make)
 
 
-def _run(batch: Batch, defects, device: str, k: int = DRAFT_LEN) -> list[Violation]:
-    recipe = _recipe(defects, device, k)
-    live = recipe.make()
-    lay(live, batch.layout(k))
+def _run(batch: Batch, defects, device: str) -> list[Violation]:
+    k = batch.max_draft_len
+    blueprint = _blueprint(defects, device, k)
+    live = blueprint.make()
+    prepare_batch(live, batch)
     checkpoints = draft_loop_checkpoints(
-        live, k, batch.accepted(k), draft_seq_lens=batch.draft_seq_lens
+        live, k, batch.accepted(), draft_seq_lens=batch.draft_seq_lens
     )
-    results = check_states(live, recipe, checkpoints, draft_len=k)
+    results = check_states(live, blueprint, checkpoints, draft_len=k)
     name = f"stale_state_{batch.name}"
     return [
         Violation(
@@ -94,7 +83,6 @@ def debug_metadata_cls(sentinel_sink: list[Sentinel], cls: type = DSAtrtllmAtten
         md = cls(**kwargs)
         debug = StaleDebug(
             construct=lambda: cls(**kwargs),
-            lay=lay,
             draft_len=lambda m: int(m.max_draft_tokens),
         )
         sentinel_sink.append(Sentinel(stale=debug).attach(md))
@@ -103,4 +91,4 @@ def debug_metadata_cls(sentinel_sink: list[Sentinel], cls: type = DSAtrtllmAtten
     return factory
 
 
-__all__ = ["debug_metadata_cls", "lay", "stale_state_scenarios"]
+__all__ = ["debug_metadata_cls", "stale_state_scenarios"]

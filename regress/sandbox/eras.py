@@ -1,11 +1,10 @@
-"""Per-era table: which real modules run, what the stubs must answer, how metadata is built.
+"""What the sandbox supplies per tree: the stubs' answers, the environment, how metadata is built.
 
-Era detection is :func:`regress.tree.layout.resolve_source_tree` (one table of eras for all
-of regress); this module only adds what the sandbox needs per era. Needs were found by running the
-real files (``../shared/trtllm-facts.md``, "Running upstream DSA metadata on a CPU"): era B @
-e5c90626 (``attention_backend/sparse/dsa/metadata.py`` with ``indexer.py``, ``trtllm.py``,
-``interface.py``), era A ``attention_backend/sparse/dsa.py`` @ 00e3c1a5, era C
-``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
+The era and what runs for real in it are the tree's (:mod:`regress.tree.eras`, resolved once by
+:func:`regress.tree.source.resolve_source_tree`); this module adds only what the sandbox fakes.
+The values were found by running the real files on a CPU: era B ``sparse/dsa/metadata.py`` @
+e5c90626 (with ``indexer.py``, ``trtllm.py``, ``interface.py``), era A ``sparse/dsa.py`` @
+00e3c1a5, era C ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
 """
 
 from __future__ import annotations
@@ -29,40 +28,8 @@ from regress.sandbox.fakes import (
 from regress.sandbox.gates import FusedGate, fused_gates
 from regress.sandbox.shells import SessionEnv
 from regress.sandbox.stubs import StubModule, is_placeholder
-from regress.tree.layout import ERAS, TrtllmLayout
-
-#: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
-#: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (layout.ERAS).
-REAL: dict[str, tuple[str, ...]] = {
-    "A": ("{backends}/interface.py", "{backends}/trtllm.py", "{dsa}"),
-    "B": (
-        "{backends}/interface.py",
-        "{backends}/trtllm.py",
-        "{dsa_dir}/indexer.py",
-        "{dsa}",
-    ),
-    "C": (
-        "{backends}/interface.py",
-        "{backends}/trtllm.py",
-        "{dsa_dir}/indexer.py",
-        "{dsa}",
-    ),
-}
-#: Executed from source when present (later era B and C construct metadata from them; the fused
-#: decode-metadata kernel, ``fused_metadata.py`` @ e9eacd32, later ``kernels.py`` @ 25dc9ac1,
-#: runs for real where triton is installed). ``{dsa_dir}`` and ``{backends}`` are per era; the
-#: others are relative to ``tensorrt_llm/``.
-OPTIONAL_REAL: tuple[str, ...] = (
-    "{dsa_dir}/params.py",
-    "{backends}/sparse/params.py",
-    "{dsa_dir}/fused_metadata.py",
-    "{dsa_dir}/kernels.py",
-    # its `try: import flashinfer` decides IS_FLASHINFER_AVAILABLE (@ 0ed45fea), not a table
-    "_torch/flashinfer_utils.py",
-)
-
-#: The layer-wise runner of bug 2 (``Runner.create_run_pack``), loaded only by its scenario.
-RUNNER = "tools/layer_wise_benchmarks/runner.py"
+from regress.tree.eras import CALLER_FILES, OPTIONAL_REAL, RUNNER, dotted
+from regress.tree.source import SourceTree
 
 #: Values of sparse-attention settings the metadata reads (DeepSeek-V3.2 defaults).
 SPARSE_SETTINGS: dict[str, Any] = {
@@ -83,16 +50,6 @@ SPARSE_SETTINGS: dict[str, Any] = {
 #: ``.../sparse/deepseek_v4/params.py`` @ 50aec1cb): one compress ratio per layer of the fake
 #: manager's two, a sliding-window layer and a sparse (ratio-4, indexed) one.
 PARAMS_ONLY_SETTINGS: dict[str, Any] = {"compress_ratios": [1, 4]}
-
-#: The one-model speculative workers' modules (relative to ``tensorrt_llm/``), executed from
-#: source when present so that ``regress check`` drives upstream's own draft loop
-#: (:mod:`regress.sandbox.workers`); ``interface.py`` holds ``SpecWorkerBase``.
-CALLER_FILES: tuple[str, ...] = (
-    "_torch/speculative/interface.py",
-    "_torch/speculative/eagle3.py",
-    "_torch/speculative/mtp.py",
-    "_torch/speculative/draft_target.py",
-)
 
 
 @dataclass
@@ -204,13 +161,13 @@ class EraPlan:
     """What to execute for one resolved tree.
 
     Attributes:
-        layout: the resolved tree (era, module locations).
+        tree: the resolved tree (its era, module locations).
         real: dotted names executed from source.
         dsa_module: the module defining ``DSAtrtllmAttentionMetadata``.
         runner_module: the layer-wise runner module, or None when the tree has none.
     """
 
-    layout: TrtllmLayout
+    tree: SourceTree
     real: tuple[str, ...]
     dsa_module: str
     runner_module: str | None
@@ -219,7 +176,7 @@ class EraPlan:
 
     @property
     def checkout(self) -> Path:
-        return self.layout.package_dir.parent
+        return self.tree.package_dir.parent
 
     @property
     def fused_by_default(self) -> bool | None:
@@ -260,31 +217,21 @@ class EraPlan:
         )
 
 
-def _dotted(rel: str) -> str:
-    return "tensorrt_llm." + rel.removesuffix(".py").replace("/", ".")
-
-
-def plan_for(layout: TrtllmLayout) -> EraPlan:
-    """The modules to execute for ``layout`` (its era decides the table row)."""
-    era = next(e for e in ERAS if e.name == layout.era)
-    fields = {
-        "backends": era.backends,
-        "dsa": era.dsa_metadata,
-        "dsa_dir": era.dsa_metadata.rsplit("/", 1)[0],
-    }
-    real = [_dotted(p.format(**fields)) for p in REAL[layout.era]]
-    for pattern in OPTIONAL_REAL:
-        rel = pattern.format(**fields)
-        if (layout.package_dir / rel).is_file() and _dotted(rel) not in real:
-            real.insert(0, _dotted(rel))
-    runner = layout.package_dir / RUNNER
-    gates = fused_gates(layout.package_dir / era.dsa_metadata)
-    callers = [_dotted(f) for f in CALLER_FILES if (layout.package_dir / f).is_file()]
+def plan_for(tree: SourceTree) -> EraPlan:
+    """The modules to execute for ``tree`` (its era's :attr:`~regress.tree.eras.Era.real`)."""
+    era = tree.era
+    real = [dotted(rel) for rel in era.files(era.real)]
+    for rel in era.files(OPTIONAL_REAL):
+        if (tree.package_dir / rel).is_file() and dotted(rel) not in real:
+            real.insert(0, dotted(rel))
+    runner = tree.package_dir / RUNNER
+    gates = fused_gates(tree.package_dir / era.dsa_metadata)
+    callers = [dotted(f) for f in CALLER_FILES if (tree.package_dir / f).is_file()]
     return EraPlan(
-        layout=layout,
+        tree=tree,
         real=tuple(real),
-        dsa_module=_dotted(era.dsa_metadata),
-        runner_module=_dotted(RUNNER) if runner.is_file() else None,
+        dsa_module=dotted(era.dsa_metadata),
+        runner_module=dotted(RUNNER) if runner.is_file() else None,
         fused_gates=gates,
         caller_modules=tuple(callers),
     )

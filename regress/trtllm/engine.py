@@ -1,7 +1,8 @@
 """The acceptance engine ``trtllm``: the profiler driving TensorRT-LLM's LLM API (one-model MTP-Eagle).
 
-Registered with :func:`regress.acceptance.engines.register_engine` when imported, so the profiler
-(which knows nothing of TensorRT-LLM) builds it by name.
+:data:`TRTLLM` is its registry entry, declared in regress's ``pyproject.toml`` under the
+``regress.engines`` entry-point group, so the profiler (which knows nothing of TensorRT-LLM) builds
+it by name.
 
 Per-step acceptance comes from streaming deltas (see :mod:`.streaming`), cross-checked against
 ``request_perf_metrics.speculative_decoding`` and, when iteration stats are on, ``get_stats()``.
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from regress import DISTRIBUTION
-from regress.acceptance.engines import EngineProgress, Prompt, register_engine
+from regress.acceptance.engines import EngineProgress, Prompt
 from regress.acceptance.engines.streaming import account_stream, cross_check, deltas_from_lengths
 from regress.acceptance.trace import RequestTrace
 from regress.errors import EngineError, RegressError, UsageError, require_module
+from regress.plugins import Plugin
 from regress.trtllm.llm_config import build_mtp_config, graph_batch_sizes
 
 INSTALL = (
@@ -55,8 +57,8 @@ def _perf_metrics(*holders: Any) -> dict[str, int] | None:
 def iteration_counters(stats: Iterable[Any]) -> tuple[dict[str, int] | None, int]:
     """Sum upstream's per-iteration ``specDecodingStats`` and find the largest scheduled batch.
 
-    Mirrors ``compute_acceptance_length`` in upstream's accuracy_core.py (code index stored id
-    65782959872; the ``inflightBatchingStats`` key as read by ``test_glm52.py`` @ 29c0516a): only
+    Mirrors ``compute_acceptance_length`` in upstream's
+    ``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown) (the ``inflightBatchingStats`` key as read by ``test_glm52.py`` @ 29c0516a): only
     iterations with ``numDraftTokens > 0`` count. ``get_stats()`` returns dicts or JSON strings
     by version.
 
@@ -367,4 +369,7 @@ def _shutdown(llm: Any) -> None:
         shutdown()
 
 
-register_engine("trtllm", TrtllmAcceptanceEngine)
+#: ``--engine trtllm`` (entry point ``regress.engines``: ``trtllm``).
+TRTLLM = Plugin(
+    "trtllm", "a real checkpoint (--model) through TensorRT-LLM", TrtllmAcceptanceEngine
+)

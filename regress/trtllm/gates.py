@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from regress.acceptance.findings import CheckStatus, Finding
 from regress.acceptance.profile import judge
 from regress.acceptance.references import (
     ReferenceLookup,
@@ -15,13 +16,7 @@ from regress.acceptance.references import (
     per_position_verdicts,
 )
 from regress.acceptance.stats import RunStats
-from regress.acceptance.verdicts import (
-    CheckStatus,
-    Finding,
-    against_upstream,
-    batch_invariance,
-    conditional_decay,
-)
+from regress.acceptance.verdicts import against_upstream, batch_invariance, conditional_decay
 from regress.trtllm.hooks import SentinelReport
 
 #: The named failure of TensorRT-LLM issue #18662: MTP accepts no draft token at all (AL 1.0),

@@ -1,7 +1,7 @@
 """Our batch sweep and per-position gates, called from upstream's harness on the LLM it built.
 
 Upstream's acceptance-length hook is ``accuracy_core.assert_acceptance_length_for_llm(test_key,
-llm)`` (code index stored id 65782959872): after ``task.evaluate(llm)`` it sums the iteration
+llm)`` in ``tests/integration/defs/accuracy/accuracy_core.py`` (newest stored version, commit unknown): after ``task.evaluate(llm)`` it sums the iteration
 stats the LLM holds (``compute_acceptance_length`` polls ``llm.get_stats`` with a 2 s timeout,
 keeps the iterations that drafted tokens and divides accepted tokens plus requests by requests)
 and asserts that AL is at least ``min_al`` from ``references/acceptance_length.yaml``. It runs
@@ -27,6 +27,7 @@ from typing import Any
 
 from regress.acceptance.baseline import load_upstream_reference
 from regress.acceptance.engines import Prompt
+from regress.acceptance.findings import CheckStatus, Finding
 from regress.acceptance.references import (
     ReferenceLookup,
     Workload,
@@ -35,7 +36,7 @@ from regress.acceptance.references import (
 )
 from regress.acceptance.report import Report
 from regress.acceptance.stats import upstream_acceptance_length
-from regress.acceptance.verdicts import CheckStatus, Finding, against_upstream
+from regress.acceptance.verdicts import against_upstream
 from regress.errors import UsageError
 from regress.trtllm.cases import MAX_NEW_TOKENS, TOLERANCE
 from regress.trtllm.engine import TrtllmAcceptanceEngine, iteration_counters

@@ -229,8 +229,8 @@ def mtp_kwargs(
     ``num_nextn_predict_layers``). The newest read, @ 00043967, still declares
     ``num_nextn_predict_layers`` (an internal ``init=False`` field, "do not set manually") and
     its ``mode="before"`` validator ``_remap_deprecated_num_nextn_predict_layers`` moves a passed
-    value onto ``max_draft_len`` with a deprecation warning; the ~1.2 after-validator is code
-    index stored id 7019226376.
+    value onto ``max_draft_len`` with a deprecation warning; the ~1.2 after-validator is in a
+    stored ~1.2 version of ``tensorrt_llm/llmapi/llm_args.py`` (commit unknown).
 
     With ``spelling`` given (upstream's test's own: ``max_draft_len`` in ``test_glm52.py``,
     ``num_nextn_predict_layers`` in ``TestDeepSeekV32``), that spelling, unless the class

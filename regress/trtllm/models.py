@@ -101,9 +101,6 @@ class ModelCase:
             chosen.update(self.sm100_options)
         return chosen
 
-    def moe_backend_for(self, sm: int | None) -> str | None:
-        return self.spec_options(sm).get("moe_backend")
-
     def variant(self, name: str) -> UpstreamVariant:
         for variant in self.variants:
             if variant.name == name:

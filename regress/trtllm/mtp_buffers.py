@@ -6,10 +6,12 @@ one-token rows with ``kv_lens_expanded_cuda`` and ``block_table_expanded``. Whic
 is ``DSAtrtllmAttentionMetadata.use_expanded_buffers_for_mtp``, set in
 ``prepare_for_spec_decode``:
 
-* after PR #18383 (DSA metadata, code index stored id 57530523289): expanded for ragged
+* after PR #18383 (the newest stored version of
+  ``tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py``, commit unknown): expanded for ragged
   verification or ``max_draft_tokens > 1`` on sm90, native everywhere else, so on Blackwell
   the ``kv_lens_cuda_2d`` width contract holds for every MTP depth;
-* before it (e.g. stored ids 57359920227, 3757031829): expanded for more than one draft token
+* before it (e.g. a stored version of ``tensorrt_llm/_torch/attention_backend/sparse/dsa.py``,
+  commit unknown): expanded for more than one draft token
   on sm90 and for 2 or more than 3 draft tokens on sm100+ (native ``next_n`` 1/2/4 only);
 * the CuTe DSL paged-MQA path never uses the MTP expansion.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from regress.trtllm.layerwise import ShapeCheck, ShapeResult, run_in_subprocess
+from regress.trtllm.layerwise import ShapeCheck, run_in_subprocess
 from regress.trtllm.mtp_buffers import KV_LENS_2D, KV_LENS_EXPANDED
 from regress.trtllm.requirements import (
     HOPPER,
@@ -25,6 +25,7 @@ from regress.trtllm.requirements import (
     query_devices,
     skip_reason,
 )
+from regress.trtllm.shapes import ShapeResult
 from regress.trtllm.tiny_config import TinyConfig
 
 BATCH_SIZE = 32

@@ -12,7 +12,7 @@ from pathlib import Path
 
 PARTS = Path(__file__).resolve().parents[1] / "data" / "upstream"
 
-#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (layout.ERAS).
+#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (regress.tree.eras.ERAS).
 LAYOUT = {
     "A": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa.py"),
     "B": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa/metadata.py"),

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from regress.acceptance.findings import CheckStatus, Finding
 from regress.acceptance.stats import RunStats, summarize
 from regress.acceptance.trace import RequestTrace
 from regress.acceptance.verdicts import (
-    CheckStatus,
-    Finding,
     UpstreamReference,
     against_baseline,
     against_upstream,

@@ -12,7 +12,6 @@ import pytest
 from regress.bisect.causes import CAUSE, DID_NOT_RUN, Cause
 from regress.bisect.config import BisectConfig
 from regress.bisect.probes import (
-    AssertProbe,
     ExitCodeProbe,
     Finished,
     MetricProbe,
@@ -25,7 +24,7 @@ from regress.bisect.registry import make_probe
 from regress.bisect.store import replayable
 from regress.bisect.verdicts import Outcome, Verdict
 from regress.errors import UsageError
-from regress.trtllm.probes import DEEPGEMM_SIGNATURE, deepgemm_assert_probe
+from regress.trtllm.probes import DEEPGEMM_SIGNATURE, AssertProbe, deepgemm_assert_probe
 
 DATA = Path(__file__).parent.parent / "data" / "bisect"
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP

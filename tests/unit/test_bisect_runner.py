@@ -11,7 +11,7 @@ from _processes import alive, wait_for
 from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.git import Workspace, open_repo
 from regress.bisect.probes import ExitCodeProbe, MetricProbe
-from regress.bisect.runner import Overlay, Runner, RunnerConfig, cap_log, parse_launcher
+from regress.bisect.runner import Overlay, ProbeRunner, ProbeRunnerConfig, cap_log, parse_launcher
 from regress.bisect.store import (
     Replay,
     ResultStore,
@@ -35,7 +35,9 @@ def make_runner(tmp_path, history, command, **kw):
     path, _ = history
     ws = Workspace(open_repo(path), tmp_path / "slots", kw.get("jobs", 1))
     ws.prepare()
-    return Runner(ws, ExitCodeProbe(), RunnerConfig(command=command, **kw), tmp_path / "logs")
+    return ProbeRunner(
+        ws, ExitCodeProbe(), ProbeRunnerConfig(command=command, **kw), tmp_path / "logs"
+    )
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path, history):
@@ -97,11 +99,11 @@ def test_overlay_parsing(tmp_path):
 
 def test_runner_config_validation():
     with pytest.raises(UsageError, match="after `--`"):
-        RunnerConfig(command=[])
+        ProbeRunnerConfig(command=[])
     with pytest.raises(UsageError, match="one per job"):
-        RunnerConfig(command=["x"], jobs=3, gpus=["0", "1"])
+        ProbeRunnerConfig(command=["x"], jobs=3, gpus=["0", "1"])
     with pytest.raises(UsageError, match="positive"):
-        RunnerConfig(command=["x"], timeout=0)
+        ProbeRunnerConfig(command=["x"], timeout=0)
 
 
 def test_stop_refuses_new_probes(tmp_path, history):
@@ -171,8 +173,10 @@ def test_a_chatty_probe_keeps_head_and_tail_of_each_log(tmp_path, history):
     (tmp_path / "chatty.py").write_text(CHATTY)
     ws = Workspace(open_repo(path), tmp_path / "slots", 1)
     ws.prepare()
-    config = RunnerConfig(command=[sys.executable, str(tmp_path / "chatty.py")], log_bytes=8192)
-    runner = Runner(ws, MetricProbe(path="v"), config, tmp_path / "logs")
+    config = ProbeRunnerConfig(
+        command=[sys.executable, str(tmp_path / "chatty.py")], log_bytes=8192
+    )
+    runner = ProbeRunner(ws, MetricProbe(path="v"), config, tmp_path / "logs")
     out = runner.run(0, shas[1])
     assert out.value == 2.5  # the probe judged the whole output, not the cut log
     log = Path(out.log)

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import regress.check.recipes  # registers the TensorRT-LLM recipes
-import regress.trtllm.probes  # noqa: F401 - registers the assert probe
 from regress.bisect.git import git
 from regress.bisect.search import EndpointError
 from regress.bisect.session import BisectConfig, bisect_log, bisect_reset, bisect_status, run_bisect
@@ -593,3 +591,16 @@ def test_every_file_the_bisect_writes_has_one_mode(repo):
     files = [p for p in root.rglob("*") if p.is_file() and "slots" not in p.parts]
     assert any(p.name == "session.json" for p in files) and any(p.suffix == ".log" for p in files)
     assert {p.stat().st_mode & 0o777 for p in files} == {0o644 & ~umask}
+
+
+def test_status_of_a_bisect_with_a_recipe_option_replays(repo):
+    """status drops the recipe (a replay builds nothing), so the recipe's own options go too."""
+    path, shas, tmp = repo
+    run_bisect(config(path, shas, tmp, max_probes=3))
+    root = result_root(tmp)
+    record = json.loads((root / "session.json").read_text())
+    record["config"].update(recipe="trtllm-precompiled", options={"wheel": "x.whl"})
+    (root / "session.json").write_text(json.dumps(record))
+    state = bisect_status(str(path), str(tmp / "cache"))
+    assert state["result"]["probes"] == 3, state["text"]
+    assert state["config"]["options"] == {"wheel": "x.whl"}  # the stored record, as it was

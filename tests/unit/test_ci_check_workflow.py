@@ -112,8 +112,11 @@ def test_the_change_filter_runs_on_dsa_or_speculative_changes_and_takes_the_pr_h
     assert outputs["sha"] == head == _git(repo, "rev-parse", "HEAD")  # the PR's own tree
 
 
-def _check_step(tmp_path: Path, files: dict[str, str], fail_on_gap: str):
+def _check_step(tmp_path: Path, files: dict[str, str], fail_on_gap: str, **extra: str):
     workspace = tmp_path / "workspace"
+    for name, text in _REGRESS_SRC.items():  # files of the regress checkout the step reads
+        (workspace / "regress-src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / "regress-src" / name).write_text(text)
     write_files(workspace / "tree", files)
     temp = tmp_path / "runner_temp"
     (temp / "venv" / "bin").mkdir(parents=True)
@@ -132,6 +135,7 @@ def _check_step(tmp_path: Path, files: dict[str, str], fail_on_gap: str):
         "FAIL_ON_GAP": fail_on_gap,
         "PR": "7",
         "SHA": "0123abc",
+        **extra,
     }
     done = subprocess.run(
         ["bash", "-c", _script("regress check")],
@@ -142,6 +146,16 @@ def _check_step(tmp_path: Path, files: dict[str, str], fail_on_gap: str):
         timeout=600,
     )
     return done, summary.read_text()
+
+
+#: Every finding of the pre-fix era-C fake tree, as a known-findings file (the `known` input).
+_REGRESS_SRC = {
+    "known.txt": "".join(
+        f"{scenario} DSAtrtllmAttentionMetadata {field} (the pre-fix tree's)\n"
+        for scenario in ("req_idx_map", "metadata_classes", "sentinel_lifecycle")
+        for field in ("req_idx_map", "indexer_k_slots")
+    )
+}
 
 
 def test_the_check_step_fails_a_broken_contract_and_writes_the_summary(tmp_path):
@@ -159,3 +173,12 @@ def test_a_gap_warns_unless_the_caller_asks_it_to_fail(tmp_path, fail_on_gap, co
     assert done.returncode == code, done.stderr
     assert "no verdict: the sandbox could not run this tree (exit 3)" in summary
     assert ("::warning title=regress check::" in done.stdout) == (code == 0)
+
+
+def test_the_known_input_lets_listed_findings_pass_and_reports_them(tmp_path):
+    done, summary = _check_step(tmp_path, tree_files("C", "pre"), "false", KNOWN="known.txt")
+    assert done.returncode == 0, done.stderr
+    assert "### regress check: contracts hold (" in summary and "known finding(s)" in summary
+    assert "| `req_idx_map/uniform_5x4` | known |" in summary
+    assert "**Known findings** (`regress-src/known.txt`)" in summary
+    assert "line 6: `sentinel_lifecycle DSAtrtllmAttentionMetadata indexer_k_slots`" in summary

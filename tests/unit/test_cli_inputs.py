@@ -269,16 +269,16 @@ def test_the_one_line_form_is_also_what_the_console_script_prints():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"wheel": "x.whl"}, "--wheel is read only by --recipe trtllm-precompiled"),
+        ({"options": {"wheel": "x.whl"}}, "--wheel is read only by --recipe trtllm-precompiled"),
         (
-            {"recipe": "trtllm", "wheel": "x.whl"},
+            {"recipe": "trtllm", "options": {"wheel": "x.whl"}},
             "--wheel is read only by --recipe trtllm-precompiled; with --recipe trtllm",
         ),
         (
             {"probe": "metric", "metric": "a", "crash_is_bad": True},
             "--crash-is-bad is read only by --probe exit-code; with --probe metric",
         ),
-        ({"signature": "X"}, "--signature is read only by --probe assert"),
+        ({"options": {"signature": "X"}}, "--signature is read only by --probe assert"),
         ({"metric": "runs[0].al"}, "--metric is read only by --probe metric"),
         ({"threshold": 1.0}, "--threshold is read only by --probe metric"),
         ({"metric_runs": (4, 1, 4)}, "--metric-runs is read only by --probe metric"),
@@ -286,9 +286,6 @@ def test_the_one_line_form_is_also_what_the_console_script_prints():
     ],
 )
 def test_an_option_the_chosen_probe_would_ignore_is_refused(fields, message):
-    import regress.check.recipes  # registers the recipes
-    import regress.trtllm.probes  # noqa: F401 - registers assert
-
     with pytest.raises(UsageError) as caught:
         BisectConfig(good="A", bad="B", command=["x"], **fields)
     assert message in str(caught.value)

@@ -61,7 +61,7 @@ def test_each_plants_probe_tells_the_planted_commit_from_the_first(tmp_path, nam
         before, after = json.loads(good.stdout)[metric], json.loads(bad.stdout)[metric]
         assert after < 0.95 * before, (metric, before, after)
     elif plant.probe == "assert":
-        signature = plant.bisect.get("signature", r"DG_HOST_ASSERT\(")
+        signature = plant.bisect.get("options", {}).get("signature", r"DG_HOST_ASSERT\(")
         assert bad.returncode != 0 and re.search(signature, bad.stdout + bad.stderr)
         assert not re.search(signature, good.stdout + good.stderr)
     else:

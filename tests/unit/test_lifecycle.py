@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from regress.dsa.batch import Batch
 from regress.dsa.invariants import check_req_idx_map
-from regress.dsa.lifecycle import (
-    GUARANTEED_STAGES,
-    STAGES,
-    Forward,
-    run_forwards,
-    serving_forwards,
-)
+from regress.dsa.lifecycle import GUARANTEED_STAGES, STAGES, run_forwards, serving_forwards
 from regress.reference.scenarios import make_dsa_metadata
 
 
@@ -91,8 +86,8 @@ def test_kv_lens_rewound_by_rejected_drafts_and_stepped():
             kv[(event.forward, event.step)] = md.kv_lens_cuda[: md.num_seqs].tolist()
 
     forwards = [
-        Forward(seq_lens=(6, 6), num_contexts=2, cached=(0, 0)),
-        Forward(seq_lens=(5, 5), cached=(6, 6), num_accepted=(1, 5)),
+        Batch(seq_lens=(6, 6), num_contexts=2, cached=(0, 0)),
+        Batch(seq_lens=(5, 5), cached=(6, 6), num_accepted=(1, 5)),
     ]
     run_forwards(_md(b=2), forwards, max_draft_len=4, observer=observer)
     assert kv[(0, 0)] == [7, 7]  # contexts: prompt + 1

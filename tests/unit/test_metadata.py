@@ -10,11 +10,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import check_req_idx_map
 from regress.dsa.lifecycle import draft_checkpoints
 from regress.dsa.mapping import expected_req_idx_per_token
 from regress.reference.metadata import AttentionMetadata, DSAtrtllmAttentionMetadata
-from regress.reference.scenarios import make_dsa_metadata, prepare_layout, rewrite_layout
+from regress.reference.scenarios import make_dsa_metadata, rewrite_layout
 
 
 @st.composite
@@ -35,7 +36,7 @@ def test_map_right_after_prepare_and_every_draft_step(case):
     md = make_dsa_metadata(
         max_num_requests=len(lens), max_num_tokens=sum(lens) + 1, max_seq_len=64, max_draft_tokens=k
     )
-    prepare_layout(md, lens, num_contexts=num_ctx, cached=[3] * len(lens))
+    prepare_batch(md, Batch(tuple(lens), num_ctx, cached=(3,) * len(lens)))
     assert check_req_idx_map(md) == []
     stages = []
     for stage in draft_checkpoints(md, k, [a + 1 for a in accepted]):  # the bonus counted
@@ -50,7 +51,7 @@ def test_the_restore_brings_back_the_context_metadata():
     md = make_dsa_metadata(
         max_num_requests=4, max_num_tokens=32, max_seq_len=64, max_draft_tokens=3
     )
-    prepare_layout(md, [6, 3, 4, 4], num_contexts=2, cached=[3] * 4)
+    prepare_batch(md, Batch((6, 3, 4, 4), 2, cached=(3,) * 4))
     md.kv_cache_manager = object()  # a KV cache: the loop rewrites the context metadata
     md.host_request_types = types = torch.tensor([0, 0, 1, 1], dtype=torch.int32)
     during = []
@@ -68,7 +69,7 @@ def test_the_restore_brings_back_the_context_metadata():
 def test_map_follows_any_rewrite(before, after_pool):
     after = after_pool[: len(before)]
     md = make_dsa_metadata(max_num_requests=16, max_num_tokens=256, max_seq_len=64)
-    prepare_layout(md, before)
+    prepare_batch(md, Batch(tuple(before)))
     rewrite_layout(md, after)
     assert md.req_idx_per_token[: sum(after)].tolist() == expected_req_idx_per_token(after)
 
@@ -76,7 +77,7 @@ def test_map_follows_any_rewrite(before, after_pool):
 def test_refresh_keeps_the_buffer():
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4)
     ptr = md.req_idx_per_token.data_ptr()
-    prepare_layout(md, [5] * 8)
+    prepare_batch(md, Batch((5,) * 8))
     for _ in draft_checkpoints(md, 4, [5] * 8):
         assert md.req_idx_per_token.data_ptr() == ptr
 
@@ -85,7 +86,7 @@ def test_downstream_consumers_use_the_refreshed_map():
     """After the collapse, request j's draft token is written to and read from j's own pages."""
     b, k = 8, 4
     md = make_dsa_metadata(max_num_requests=b, max_num_tokens=b * (k + 1), max_draft_tokens=k)
-    prepare_layout(md, [k + 1] * b, cached=[20] * b)
+    prepare_batch(md, Batch((k + 1,) * b, cached=(20,) * b))
     loop = draft_checkpoints(md, k, [k + 1] * b)
     next(loop)  # draft_begin: the target layout
     next(loop)  # draft_step_0: collapsed to one token per request
@@ -115,7 +116,7 @@ def test_on_update_recomputes_counts_only():
 def test_on_update_alone_leaves_the_map_stale():
     """Pins the premise of bug 1: the map is refreshed by on_update_kv_lens, not on_update."""
     md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, defects=())
-    prepare_layout(md, [4, 4, 4, 4])
+    prepare_batch(md, Batch((4, 4, 4, 4)))
     md._seq_lens[:4].fill_(1)
     md._seq_lens_cuda[:4].fill_(1)
     md.on_update()

@@ -392,13 +392,14 @@ def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
 SENTINEL_TESTS = """
 import pytest
 from regress.dsa.lifecycle import draft_checkpoints
-from regress.reference.scenarios import make_dsa_metadata, prepare_layout
+from regress.dsa.batch import Batch, prepare_batch
+from regress.reference.scenarios import make_dsa_metadata
 
 @pytest.mark.parametrize("defects", [(), ("stale_req_idx",)], ids=["clean", "stale"])
 def test_loop(dsa_sentinel, defects):
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=defects)
     dsa_sentinel.attach(md)
-    prepare_layout(md, [5] * 8)
+    prepare_batch(md, Batch((5,) * 8))
     for _ in draft_checkpoints(md, 4, [5] * 8):
         pass
 """

@@ -17,7 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from regress.dsa.lifecycle import Forward, run_forwards  # noqa: E402
+from regress.dsa.batch import Batch  # noqa: E402
+from regress.dsa.lifecycle import run_forwards  # noqa: E402
 from regress.reference.engine import ReferenceEngine  # noqa: E402
 from regress.reference.metadata import DSAtrtllmAttentionMetadata  # noqa: E402
 from regress.reference.prompts import load_prompts  # noqa: E402
@@ -77,7 +78,7 @@ def _per_forward(log: list) -> list[list]:
     return forwards
 
 
-def _batches(forwards: list[list], requests) -> list[Forward]:
+def _batches(forwards: list[list], requests) -> list[Batch]:
     """Each forward's batch, read off its ``prepare`` call; accepted counts from the results.
 
     Request ids are admission order, which is prompt order; a request's ``j``-th generation
@@ -97,7 +98,7 @@ def _batches(forwards: list[list], requests) -> list[Forward]:
                 seen[rid] += 1
         assert len(rids) == n
         out.append(
-            Forward(
+            Batch(
                 seq_lens=seq_lens,
                 num_contexts=num_contexts,
                 cached=cached,

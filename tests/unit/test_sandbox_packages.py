@@ -15,7 +15,7 @@ from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.gates import read_gate
 from regress.sandbox.shells import Sandbox
 from regress.sandbox.stubs import StubModule
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,

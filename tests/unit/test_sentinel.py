@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from regress.dsa import sentinel as sentinel_module
+from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.lifecycle import draft_checkpoints, run_forwards, serving_forwards
 from regress.dsa.sentinel import Sentinel
 from regress.reference.layerwise import create_run_pack
-from regress.reference.scenarios import make_dsa_metadata, prepare_layout
+from regress.reference.scenarios import make_dsa_metadata
 
 
 def _loop(defects, sentinel=None, k=4, b=8):
@@ -16,7 +17,7 @@ def _loop(defects, sentinel=None, k=4, b=8):
         max_num_requests=b, max_num_tokens=b * (k + 1), max_draft_tokens=k, defects=defects
     )
     s = (sentinel or Sentinel()).attach(md)
-    prepare_layout(md, [k + 1] * b)
+    prepare_batch(md, Batch((k + 1,) * b))
     for _ in draft_checkpoints(md, k, [k + 1] * b):
         pass
     return s, md
@@ -42,7 +43,7 @@ def test_stale_map_reported_with_site_and_layout():
 def test_on_update_alone_is_not_a_violation():
     md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, max_draft_tokens=3, defects=())
     s = Sentinel().attach(md)
-    prepare_layout(md, [4, 4, 4, 4])
+    prepare_batch(md, Batch((4, 4, 4, 4)))
     md._seq_lens[:4].fill_(1)
     md._seq_lens_cuda[:4].fill_(1)
     md.on_update()  # upstream refreshes in on_update_kv_lens, which has not run yet
@@ -52,7 +53,7 @@ def test_on_update_alone_is_not_a_violation():
 def test_nested_hooks_check_once():
     md = make_dsa_metadata(max_num_requests=2, max_num_tokens=8, defects=())
     s = Sentinel().attach(md)
-    prepare_layout(md, [2, 2])
+    prepare_batch(md, Batch((2, 2)))
     before = s.checks_run
     md.update_for_spec_dec()  # calls on_update_kv_lens inside: one check, not two
     assert s.checks_run == before + 1
@@ -73,7 +74,7 @@ def test_detach_restores_methods():
     assert "prepare" in md.__dict__
     s.detach()
     assert "prepare" not in md.__dict__
-    prepare_layout(md, [1, 1])
+    prepare_batch(md, Batch((1, 1)))
     assert s.checks_run == 0
 
 
@@ -91,7 +92,7 @@ def test_capture_defers_checks_to_the_replay_boundary(monkeypatch):
         max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects={"stale_req_idx"}
     )
     s = Sentinel().attach(md)
-    prepare_layout(md, [5] * 8)
+    prepare_batch(md, Batch((5,) * 8))
     loop = draft_checkpoints(md, 4, [5] * 8)
     next(loop)  # draft_begin
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
@@ -105,7 +106,7 @@ def test_capture_defers_checks_to_the_replay_boundary(monkeypatch):
 def test_snapshot_of_correct_code_passes(monkeypatch):
     md = make_dsa_metadata(max_num_requests=8, max_num_tokens=40, max_draft_tokens=4, defects=())
     s = Sentinel().attach(md)
-    prepare_layout(md, [5] * 8)
+    prepare_batch(md, Batch((5,) * 8))
     monkeypatch.setattr(sentinel_module, "_capturing", lambda: True)
     for _ in draft_checkpoints(md, 4, [3] * 8):
         pass

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from regress.dsa.fresh import Recipe
-from regress.dsa.lifecycle import Forward, announce
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch, prepare_batch
+from regress.dsa.fresh import Blueprint
 from regress.dsa.stale_check import Checkpoint, check_states, draft_loop_checkpoints
-from regress.dsa.staleness import StateLayout
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
-from regress.reference.stale_state import lay
 
 K = 3
 
 
-def _recipe(made: list, defects=()) -> Recipe:
+def _blueprint(made: list, defects=()) -> Blueprint:
     manager = PagedKVCacheManager.for_requests(6, 256, tokens_per_block=32)
 
     def make():
         md = DSAtrtllmAttentionMetadata(
             max_num_requests=6, max_num_tokens=61, kv_cache_manager=manager, defects=defects
         )
-        announce(md, Forward(seq_lens=(4,) * 4), K)
+        announce_speculation(md, 4, K)
         calls = []
         original = md.update_for_spec_dec
 
@@ -32,17 +31,17 @@ def _recipe(made: list, defects=()) -> Recipe:
         made.append(calls)
         return md
 
-    return Recipe(make, lay)
+    return Blueprint(make)
 
 
-def _target() -> StateLayout:
-    return StateLayout((4, 4, 4, 4), 0, (44, 31, 64, 94), K, 61, 6, (0, 1, 2, 3))
+def _target() -> Batch:
+    return Batch((4, 4, 4, 4), cached=(40, 27, 60, 90), request_ids=(0, 1, 2, 3), max_draft_len=K)
 
 
 def test_the_draft_loop_yields_its_checkpoints_and_the_restore_contract():
     made: list = []
-    live = _recipe(made).make()
-    lay(live, _target())
+    live = _blueprint(made).make()
+    prepare_batch(live, _target())
     cps = list(draft_loop_checkpoints(live, K, [2, 1, 4, 3]))
     assert [c.label for c in cps] == [
         "draft_begin",
@@ -58,23 +57,25 @@ def test_the_draft_loop_yields_its_checkpoints_and_the_restore_contract():
 
 def test_fresh_objects_replay_the_refresh_and_the_restore_compares_its_scope():
     made: list = []
-    recipe = _recipe(made, defects=("stale_req_idx",))
-    live = recipe.make()
-    lay(live, _target())
-    results = check_states(live, recipe, draft_loop_checkpoints(live, K, [2, 1, 4, 3]), draft_len=K)
+    blueprint = _blueprint(made, defects=("stale_req_idx",))
+    live = blueprint.make()
+    prepare_batch(live, _target())
+    results = check_states(
+        live, blueprint, draft_loop_checkpoints(live, K, [2, 1, 4, 3]), draft_len=K
+    )
     fresh_calls = made[1:]  # made[0] is the live object
     assert [len(c) for c in fresh_calls] == [0, 0] + [1] * 6 + [0, 0]  # twins: 2 per checkpoint
     by_label = {r.checkpoint.label: r for r in results}
     assert by_label["restore"].comparison.compared == ["_seq_lens", "_seq_lens_cuda"]
-    assert by_label["restore"].layout == by_label["draft_begin"].layout
+    assert by_label["restore"].batch == by_label["draft_begin"].batch
     stale = {f.field for f in by_label["draft_step_1"].unexplained}
     assert stale == {"req_idx_per_token", "slot_mapping"}
 
 
 def test_a_checkpoint_against_an_unknown_label_reads_the_live_layout():
     made: list = []
-    recipe = _recipe(made)
-    live = recipe.make()
-    lay(live, _target())
-    (result,) = check_states(live, recipe, [Checkpoint("x", against="nowhere")], draft_len=K)
-    assert result.layout.seq_lens == (4, 4, 4, 4) and result.unexplained == []
+    blueprint = _blueprint(made)
+    live = blueprint.make()
+    prepare_batch(live, _target())
+    (result,) = check_states(live, blueprint, [Checkpoint("x", against="nowhere")], draft_len=K)
+    assert result.batch.seq_lens == (4, 4, 4, 4) and result.unexplained == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from regress.dsa.fresh import POISONS, Recipe, determined_by, fresh_twins, poisoned_allocations
-from regress.dsa.staleness import StateLayout
+from regress.dsa.batch import Batch
+from regress.dsa.fresh import POISONS, Blueprint, determined_by, fresh_twins, poisoned_allocations
 
 CAP = 8
 
@@ -28,8 +28,8 @@ class _Meta:
         self.calls += 1
 
 
-def _layout(n: int) -> StateLayout:
-    return StateLayout((1,) * n, 0, None, 0, max_num_tokens=CAP, max_num_sequences=CAP + 1)
+def _batch(n: int) -> Batch:
+    return Batch((1,) * n)
 
 
 def test_poisoned_allocation_differs_from_a_zero_one():
@@ -42,8 +42,8 @@ def test_poisoned_allocation_differs_from_a_zero_one():
 
 
 def test_determined_marks_what_prepare_and_construction_write():
-    recipe = Recipe(make=_Meta, prepare=lambda md, layout: md.prepare(layout.num_tokens))
-    fresh, determined = fresh_twins(recipe, _layout(3), replay=("refresh",))
+    blueprint = Blueprint(make=_Meta, prepare=lambda md, batch: md.prepare(batch.num_tokens))
+    fresh, determined = fresh_twins(blueprint, _batch(3), replay=("refresh",))
     assert fresh.buf[:3].tolist() == [1, 2, 3] and fresh.calls == 1
     assert determined["buf"].tolist() == [True] * 3 + [False] * 5
     assert determined["flag"].tolist() == [True] * 3 + [False] * 5
@@ -65,8 +65,8 @@ def test_watch_sees_the_fresh_object_before_it_is_prepared():
         seen.append(md.buf.clone())
         return md
 
-    recipe = Recipe(make=_Meta, prepare=lambda md, layout: md.prepare(layout.num_tokens))
-    fresh, _ = fresh_twins(recipe, _layout(2), watch=watch)
+    blueprint = Blueprint(make=_Meta, prepare=lambda md, batch: md.prepare(batch.num_tokens))
+    fresh, _ = fresh_twins(blueprint, _batch(2), watch=watch)
     assert seen[0].tolist() == [POISONS[0][-1]] * CAP and fresh.buf[:2].tolist() == [1, 2]
 
 
@@ -79,8 +79,8 @@ def test_both_twins_are_poisoned_each_with_its_own_value():
     with poisoned_allocations(1):
         one = torch.empty(2, dtype=torch.bool)
     assert zero.tolist() == [False, False] and one.tolist() == [True, True]
-    recipe = Recipe(make=_Meta, prepare=lambda md, layout: md.prepare(layout.num_tokens))
-    fresh, determined = fresh_twins(recipe, _layout(3))
+    blueprint = Blueprint(make=_Meta, prepare=lambda md, batch: md.prepare(batch.num_tokens))
+    fresh, determined = fresh_twins(blueprint, _batch(3))
     assert fresh.flag[3:].tolist() == [False] * (CAP - 3)  # the fresh twin's own poison
     assert fresh.scratch.tolist() == [float(POISONS[0][4])] * CAP
     assert determined["flag"].tolist() == [True] * 3 + [False] * (CAP - 3)

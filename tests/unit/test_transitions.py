@@ -6,9 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from regress.dsa.batch import Batch, prepare_batch  # noqa: E402
 from regress.dsa.lifecycle import iter_draft_loop  # noqa: E402
 from regress.dsa.transitions import UPSTREAM_WORKER, LoopOptions  # noqa: E402
-from regress.reference.scenarios import make_dsa_metadata, prepare_layout  # noqa: E402
+from regress.reference.scenarios import make_dsa_metadata  # noqa: E402
 
 K = 3
 LENS, CACHED, ACCEPTED = [5, 1 + K, 1 + K, 1 + K], [0, 9, 12, 20], [1, 1, 3, 4]
@@ -16,7 +17,7 @@ LENS, CACHED, ACCEPTED = [5, 1 + K, 1 + K, 1 + K], [0, 9, 12, 20], [1, 1, 3, 4]
 
 def _prepared():
     md = make_dsa_metadata(max_num_requests=4, max_num_tokens=32, max_draft_tokens=K, defects=())
-    prepare_layout(md, LENS, num_contexts=1, cached=CACHED)
+    prepare_batch(md, Batch(tuple(LENS), 1, cached=tuple(CACHED)))
     return md
 
 

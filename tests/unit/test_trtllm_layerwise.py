@@ -14,14 +14,13 @@ from regress.cli import child
 from regress.dsa.announce import DEEPGEMM_ASSERT
 from regress.errors import MissingDependencyError
 from regress.trtllm import layerwise
-from regress.trtllm.layerwise import (
-    ShapeCheck,
+from regress.trtllm.layerwise import ShapeCheck, run_in_subprocess
+from regress.trtllm.shapes import (
     ShapeResult,
     check_metadata,
     default_spec_state,
     find_deepgemm_assertion,
     metadata_of,
-    run_in_subprocess,
 )
 
 # How the abort reads when DeepGEMM's host assertion fires inside fp8_paged_mqa_logits.

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from regress.trtllm.layerwise import ShapeResult, check_metadata
 from regress.trtllm.mtp_buffers import (
     KV_LENS_2D,
     KV_LENS_EXPANDED,
@@ -16,6 +15,7 @@ from regress.trtllm.mtp_buffers import (
     check_width,
     expected_buffer,
 )
+from regress.trtllm.shapes import ShapeResult, check_metadata
 
 BATCH = 32
 

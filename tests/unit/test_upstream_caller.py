@@ -9,11 +9,12 @@ from _upstream_trees import build_caller_tree, build_tree
 
 from regress.check.caller import MODEL_CALLER, DraftSettings, caller_checkpoints
 from regress.check.check import _load, run_check
-from regress.check.steps import Layout, target_forward
+from regress.check.steps import target_forward
+from regress.dsa.batch import Batch
 from regress.sandbox import Ledger
 from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.shells import Sandbox
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 WORKER = "upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker._forward_impl"
 
@@ -35,7 +36,7 @@ def test_the_seam_yields_after_every_outermost_metadata_call_of_the_worker(tmp_p
     plan, ledger, sandbox = _loaded(build_caller_tree(tmp_path))
     with sandbox:
         up = _load(sandbox, plan, ledger)
-        md, _ = target_forward(up, Layout("u", (4, 4, 4, 4), 0, 3))
+        md, _ = target_forward(up, Batch((4, 4, 4, 4), max_draft_len=3))
         run = caller_checkpoints(up, md, DraftSettings(3, [4, 1, 2, 3]))
         seen = [(label, md.req_idx_per_token[: md.num_tokens].tolist()) for label, md in run]
     assert run.caller == WORKER and run.kind == "upstream" and not run.fallback
@@ -64,7 +65,7 @@ def test_a_consumer_that_stops_early_unwinds_the_worker_through_its_own_cleanup(
     plan, ledger, sandbox = _loaded(build_caller_tree(tmp_path))
     with sandbox:
         up = _load(sandbox, plan, ledger)
-        md, _ = target_forward(up, Layout("u", (4, 4, 4, 4), 0, 3))
+        md, _ = target_forward(up, Batch((4, 4, 4, 4), max_draft_len=3))
         wrapped = type(md).update_for_spec_dec
         run = caller_checkpoints(up, md, DraftSettings(3, [4, 1, 2, 3]))
         for label, _ in run:
@@ -276,7 +277,7 @@ def test_thread_context_is_entered_in_the_workers_thread(tmp_path):
     plan, ledger, sandbox = _loaded(build_caller_tree(tmp_path))
     with sandbox:
         up = _load(sandbox, plan, ledger)
-        md, _ = target_forward(up, Layout("u", (4, 4, 4, 4), 0, 3))
+        md, _ = target_forward(up, Batch((4, 4, 4, 4), max_draft_len=3))
         run = caller_checkpoints(up, md, DraftSettings(3, [4, 1, 2, 3]), thread_context=record)
         labels = [label for label, _ in run]
     assert "update_for_spec_dec#1" in labels

@@ -16,9 +16,9 @@ and, as methods :func:`regress.acceptance.prompts.resolve_prompts` looks for:
   UsageError to demand a file);
 * ``tokenize(text)``: token ids of a text prompt, for engines that take ids only.
 
-Engines are built by name (:func:`get_engine`): the reference engine is the profiler's own, and
-an engine of another package registers itself when imported (:func:`register_engine`), so this
-package imports none of them.
+Engines are built by name (:func:`get_engine`) from :data:`ENGINES`: the reference engine is the
+profiler's own, and another package's engine is a :class:`~regress.plugins.Plugin` it declares
+in the ``regress.engines`` entry-point group, so this package imports none of them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from regress.acceptance.trace import RequestTrace
-from regress.errors import UsageError
+from regress.plugins import Plugin, Registry
 
 #: A prompt: token ids, or text for engines that own a tokenizer.
 Prompt = Sequence[int] | str
@@ -56,30 +56,29 @@ class AcceptanceEngine(Protocol):
         ...
 
 
-EngineFactory = Callable[..., AcceptanceEngine]
-
-
 def _reference(**options) -> AcceptanceEngine:
     from regress.acceptance.engines.reference import ReferenceAcceptanceEngine
 
     return ReferenceAcceptanceEngine(**options)
 
 
-#: Engines by name. The profiler's own (the reference engine) is here; an engine of another
-#: package registers itself when imported (``regress.trtllm.engine`` registers ``trtllm``).
-_ENGINES: dict[str, EngineFactory] = {"reference": _reference}
+#: The options every engine is built with (``regress accept`` passes them all; an engine refuses
+#: those it cannot honour, in its own words). An entry's ``options`` are the ones it adds.
+COMMON_OPTIONS = ("model", "device", "defects", "cuda_graph", "seed", "sentinel")
 
-
-def register_engine(name: str, factory: EngineFactory) -> None:
-    """Make ``--engine NAME`` build ``factory(**options)``; a name is taken once."""
-    if _ENGINES.get(name, factory) is not factory:
-        raise ValueError(f"the acceptance engine {name!r} is registered already")
-    _ENGINES[name] = factory
+#: Engines by name (``--engine``): the profiler's own, then the ``regress.engines`` entry points
+#: (``regress.trtllm.engine`` declares ``trtllm``), so this package imports none of them.
+ENGINES: Registry[Plugin] = Registry(
+    "engine",
+    "--engine",
+    "regress.engines",
+    [Plugin("reference", "regress's CPU DSA model (replays defects)", _reference)],
+)
 
 
 def engine_names() -> list[str]:
-    """Every registered engine, in registration order."""
-    return list(_ENGINES)
+    """Every registered engine, the reference first."""
+    return ENGINES.names()
 
 
 def get_engine(name: str, **options) -> AcceptanceEngine:
@@ -88,6 +87,4 @@ def get_engine(name: str, **options) -> AcceptanceEngine:
     Raises:
         UsageError: for an unknown engine name or options it does not take.
     """
-    if name not in _ENGINES:
-        raise UsageError(f"unknown engine '{name}'; choose one of: {', '.join(_ENGINES)}")
-    return _ENGINES[name](**options)
+    return ENGINES.get_entry(name).factory(**options)
