@@ -275,7 +275,7 @@ def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun, contex
             k = settings.max_draft_len
             r = k if settings.runtime_draft_len is None else settings.runtime_draft_len
             manager = settings.draft_kv_cache_manager
-            instance = workers.build(worker, k, separate_draft_kv=manager is not None)
+            instance = workers.build(worker, k, separate_draft_kv=manager is not None, up=up)
             with regress_side():
                 plan = workers.forward_inputs(
                     worker,

@@ -94,8 +94,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "fused_metadata",
         fused_metadata,
-        "the eager path behind the fused-metadata gate",
-        "the eager map chain with the fused-metadata gate forced off",
+        "the fused decode-metadata kernel, run for real",
+        "the fused decode-metadata kernel with the tree's gate on (Triton, run for real)",
     ),
     Scenario(
         "draft_kv_cache",

@@ -18,7 +18,7 @@ from regress.check.status import ReportStatus, ScenarioStatus
 from regress.progress import Progress
 from regress.sandbox import Ledger, SandboxGap
 from regress.sandbox.blame import blame, describe
-from regress.sandbox.eras import Settings, Upstream, all_values, plan_for
+from regress.sandbox.eras import Settings, Upstream, all_values, load, plan_for
 from regress.sandbox.shells import Sandbox
 from regress.tree.source import (
     SourceTree,
@@ -75,7 +75,11 @@ def run_check(
     report.ledger = ledger
     try:
         with Sandbox(
-            plan.checkout, plan.real, all_values(plan, settings), env=plan.env, ledger=ledger
+            plan.checkout,
+            plan.real,
+            all_values(plan, settings),
+            env=plan.session_env(settings.fused),
+            ledger=ledger,
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
             table = by_name()
@@ -97,17 +101,7 @@ def run_check(
 
 
 def _load(sandbox: Sandbox, plan, ledger: Ledger) -> Upstream:
-    for name in plan.real:
-        sandbox.load(name)
-    module = sandbox.load(plan.dsa_module)
-    return Upstream(
-        plan=plan,
-        module=module,
-        metadata_cls=module.DSAtrtllmAttentionMetadata,
-        kv_cache_params_cls=_kv_cache_params(sandbox),
-        ledger=ledger,
-        sandbox=sandbox,
-    )
+    return load(sandbox, plan, ledger)
 
 
 def _run(scenario: Scenario, up: Upstream) -> list[ScenarioResult]:
@@ -131,11 +125,6 @@ def _run(scenario: Scenario, up: Upstream) -> list[ScenarioResult]:
         message = f"upstream raised {describe(exc, found)}"
         result.add([Violation("upstream_raised", message, {"site": found.site})], "while running")
         return [result]
-
-
-def _kv_cache_params(sandbox: Sandbox) -> type:
-    module = sandbox.load("tensorrt_llm._torch.metadata")
-    return module.KVCacheParams
 
 
 def _divergences(ledger: Ledger, plan) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from regress.check.results import ScenarioResult, Step
 from regress.check.stale_loop import caller_draft_loop
+from regress.check.status import ScenarioStatus
 from regress.check.steps import tree_prepare
 from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
@@ -186,11 +187,13 @@ def _subclass(up: Upstream, found: Any) -> Subject | None:
     )
 
 
-def subjects(up: Upstream) -> list[Subject]:
+def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> list[Subject]:
     """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
 
     Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
-    era C); their modules and the sibling modules they import run from source.
+    era C); their modules and the sibling modules they import run from source. A subclass the
+    sandbox cannot load goes to ``unloadable`` as ``(class, why)``, when given, instead of
+    raising: a gap for that class alone.
     """
     from regress.tree.source import DSA_METADATA_CLASS
 
@@ -203,14 +206,33 @@ def subjects(up: Upstream) -> list[Subject]:
     sparse = tree.dsa_metadata.file.parent.parent.relative_to(tree.package_dir)
     for found in dsa_family(tree.package_dir, str(sparse), DSA_METADATA_CLASS):
         if found.name != DSA_METADATA_CLASS and found.module != up.plan.dsa_module:
-            subject = _subclass(up, found)
+            try:
+                subject = _subclass(up, found)
+            except Exception as exc:  # its module or params need what the sandbox lacks
+                if unloadable is None:
+                    raise
+                from regress.sandbox.blame import blame, describe
+
+                unloadable.append((found.name, describe(exc, blame(exc, up.plan.checkout))))
+                continue
             out += [subject] if subject is not None else []
     return out
 
 
 def stale_state(up: Upstream) -> list[ScenarioResult]:
-    """The ``stale_state`` scenario: every class of :func:`subjects` on every batch."""
-    return [run_one(up, s, batch) for s in subjects(up) for batch in BATCHES]
+    """The ``stale_state`` scenario: every class of :func:`subjects` on every batch.
+
+    A class that cannot load is one ``gap`` result naming it; the others are still judged.
+    """
+    unloadable: list[tuple[str, str]] = []
+    found = subjects(up, unloadable)
+    gaps = [
+        ScenarioResult(
+            f"stale_state/{name}", status=ScenarioStatus.GAP, note=f"{name} cannot load: {why}"
+        )
+        for name, why in unloadable
+    ]
+    return gaps + [run_one(up, s, batch) for s in found for batch in BATCHES]
 
 
 __all__ = [

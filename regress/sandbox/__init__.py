@@ -45,7 +45,10 @@ class Fake:
     """One thing the sandbox supplied instead of upstream code.
 
     Attributes:
-        kind: ``module-stub``, ``value``, ``cuda``, ``collaborator``, ``shim`` or ``env``.
+        kind: ``module-stub``, ``placeholder``, ``shell``, ``value``, ``cuda``, ``collaborator``,
+            ``shim``, ``env``; ``probe`` (an absent package refused to a probe), ``compile``
+            (``torch.compile`` as the identity) and ``triton`` (a real kernel launched: not a
+            fake, counted here so the report says it ran).
         name: the dotted name or the operation faked.
         detail: what was given instead, and why.
         count: how often it was used.

@@ -31,8 +31,105 @@ def _weights(seed: int, *shape: int) -> Any:
     return torch.randn(*shape, generator=gen) * 0.5
 
 
+#: Upstream's speculative-decoding config class per worker (``tensorrt_llm/llmapi/llm_args.py``:
+#: ``MTPDecodingConfig``, ``EagleDecodingConfig``, ...), the first one the tree defines is used,
+#: and the fields regress sets where the class declares them (``{k}``: the draft length).
+SPEC_CONFIGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "MTPEagleWorker": (
+        ("MTPDecodingConfig",),
+        {
+            "max_draft_len": "{k}",
+            "num_nextn_predict_layers": "{k}",
+            "mtp_eagle_one_model": True,
+            "use_mtp_vanilla": False,
+        },
+    ),
+    "MTPWorker": (
+        ("MTPDecodingConfig",),
+        {"max_draft_len": "{k}", "num_nextn_predict_layers": "{k}", "use_mtp_vanilla": True},
+    ),
+    "Eagle3OneModelWorker": (
+        ("Eagle3DecodingConfig", "EagleDecodingConfig"),
+        {"max_draft_len": "{k}", "eagle3_one_model": True},
+    ),
+    "DraftTargetOneModelWorker": (("DraftTargetDecodingConfig",), {"max_draft_len": "{k}"}),
+}
+#: The module holding upstream's config classes.
+LLM_ARGS = "tensorrt_llm.llmapi.llm_args"
+
+
+def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
+    """The spec config ``worker`` is built with: upstream's own class where the tree has one.
+
+    Upstream's config classes drift (``MTPWorker.__init__`` reads ``spec_config.sa_config``, a
+    field :class:`FakeSpecConfig` lacked), so the tree's ``llm_args.py`` is executed in the
+    sandbox and its class built with the draft length; :class:`FakeSpecConfig` is the fallback
+    for a tree without that file, or whose file cannot load here. The ledger says which, and why.
+    """
+    names, wanted = SPEC_CONFIGS.get(worker, ((), {}))
+    module, why = _llm_args(up)
+    cls = next((getattr(module, n) for n in names if hasattr(module, n)), None)
+    if module is not None and cls is None:
+        why = f"{LLM_ARGS} defines none of {', '.join(names) or 'the config classes'}"
+    if cls is not None:
+        try:
+            config, fields = _build_config(cls, wanted, k, mode)
+        except Exception as exc:  # upstream's validators refused regress's fields
+            why = f"{cls.__name__}(...) raised {type(exc).__name__}: {exc}"
+        else:
+            up.ledger.note(
+                "collaborator",
+                f"spec_config for {worker}",
+                f"upstream {cls.__name__} from {LLM_ARGS}, fields set: {fields}",
+            )
+            return config
+    up.ledger.note(
+        "collaborator", f"spec_config for {worker}", f"regress FakeSpecConfig (fallback: {why})"
+    )
+    return FakeSpecConfig(k, mode)
+
+
+def _llm_args(up: Any) -> tuple[Any, str]:
+    """The tree's ``llm_args`` module (loaded once per session), or None and why not."""
+    if up.spec_configs is None:
+        path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
+        if not path.is_file():
+            up.spec_configs = (None, f"the tree has no {path.relative_to(up.plan.checkout)}")
+        else:
+            try:
+                up.sandbox.add_real([LLM_ARGS])
+                up.spec_configs = (up.sandbox.load(LLM_ARGS), "")
+            except Exception as exc:  # upstream's module needs what the sandbox lacks
+                from regress.sandbox.blame import blame, describe
+
+                reason = describe(exc, blame(exc, up.plan.checkout))
+                up.spec_configs = (None, f"{LLM_ARGS} cannot load in the sandbox: {reason}")
+    return up.spec_configs
+
+
+def _declared(cls: type) -> set[str]:
+    import inspect
+
+    fields = set(getattr(cls, "model_fields", {}) or {})
+    fields |= set(getattr(cls, "__dataclass_fields__", {}))
+    if not fields:
+        params = inspect.signature(cls).parameters
+        fields = {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD}
+    return fields
+
+
+def _build_config(cls: type, wanted: dict[str, Any], k: int, mode: Any) -> tuple[Any, list[str]]:
+    declared = _declared(cls)
+    kwargs = {n: (k if v == "{k}" else v) for n, v in wanted.items() if n in declared}
+    config = cls(**kwargs)
+    got = getattr(config, "spec_dec_mode", None)
+    if got is not None and got != mode and getattr(got, "name", got) != getattr(mode, "name", mode):
+        raise ValueError(f"its spec_dec_mode is {got}, the worker runs {mode}")
+    return config, sorted(kwargs)
+
+
 class FakeSpecConfig:
-    """The spec config a worker is built with (``MTPDecodingConfig`` / ``EagleDecodingConfig``).
+    """The fallback spec config (shape of ``MTPDecodingConfig`` / ``EagleDecodingConfig``).
 
     Attributes:
         max_draft_len: K.

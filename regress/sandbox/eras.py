@@ -9,11 +9,12 @@ e5c90626 (with ``indexer.py``, ``trtllm.py``, ``interface.py``), era A ``sparse/
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-import re
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from regress.sandbox.fakes import (
     FakeKVCacheManager,
     RecordingLogger,
 )
+from regress.sandbox.gates import FusedGate, fused_gates
+from regress.sandbox.shells import SessionEnv
 from regress.sandbox.stubs import StubModule, is_placeholder
 from regress.tree.eras import CALLER_FILES, OPTIONAL_REAL, RUNNER, dotted
 from regress.tree.source import SourceTree
@@ -48,24 +51,21 @@ SPARSE_SETTINGS: dict[str, Any] = {
 #: manager's two, a sliding-window layer and a sparse (ratio-4, indexed) one.
 PARAMS_ONLY_SETTINGS: dict[str, Any] = {"compress_ratios": [1, 4]}
 
-#: Environment forced inside the sandbox: GPU-only code paths switched off. The fused DSA
-#: decode-metadata kernel (one Triton launch replacing the eager map + slot-mapping chain in
-#: ``on_update_kv_lens()``) is gated by ``TRTLLM_FUSED_DSA_METADATA`` (on only for "1", default off;
-#: ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f ``_fused_dsa_meta_enabled``) and in
-#: newer code by ``TRTLLM_DISABLE_FUSED_DSA_METADATA`` (fusion on by default; upstream's
-#: ``test_fused_metadata.py`` @ 5de04e21): both are forced to the eager path, which runs for real.
-ENV = {"TRTLLM_FUSED_DSA_METADATA": "0", "TRTLLM_DISABLE_FUSED_DSA_METADATA": "1"}
-
-#: A fused-metadata gate read from the DSA module's source: ``os.environ.get("TRTLLM_..FUSED..")``.
-_FUSED_GATE = re.compile(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z0-9_]*FUSED[A-Z0-9_]*)["']""")
-
 
 @dataclass
 class Settings:
-    """Knobs of one sandbox run: the SM version the code believes it runs on, SM count."""
+    """Knobs of one sandbox run.
+
+    Attributes:
+        sm: the SM version the code believes it runs on.
+        num_sms: the SM count.
+        fused: the fused decode-metadata gate (:meth:`EraPlan.session_env`): None is upstream's
+            default for the tree, True / False force the fused kernel / the eager chain.
+    """
 
     sm: int = 90
     num_sms: int = 132
+    fused: bool | None = None
 
 
 @dataclass
@@ -171,13 +171,50 @@ class EraPlan:
     real: tuple[str, ...]
     dsa_module: str
     runner_module: str | None
-    env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(ENV))
-    fused_gates: tuple[str, ...] = ()
+    fused_gates: tuple[FusedGate, ...] = ()
     caller_modules: tuple[str, ...] = ()
 
     @property
     def checkout(self) -> Path:
         return self.tree.package_dir.parent
+
+    @property
+    def fused_by_default(self) -> bool | None:
+        """Whether upstream fuses the decode metadata with its gates unset (None: no gate)."""
+        return all(g.default_on for g in self.fused_gates) if self.fused_gates else None
+
+    def session_env(self, fused: bool | None = None) -> SessionEnv:
+        """The fused-metadata gates for one sandbox session: the one place they are set.
+
+        ``fused`` None leaves every gate unset (an ambient value removed), so the tree decides
+        as upstream does by default; True / False set each gate to the value that turns the
+        fused kernel on / off.
+        """
+        values: dict[str, str | None] = {}
+        why: dict[str, str] = {}
+        for gate in self.fused_gates:
+            if fused is None:
+                values[gate.name] = None
+                state = "on" if gate.default_on else "off"
+                why[gate.name] = f"upstream's default for this tree, fused {state} ({gate.read})"
+            else:
+                values[gate.name] = gate.value(fused)
+                why[gate.name] = f"fused decode metadata {'on' if fused else 'off'} ({gate.read})"
+        return SessionEnv(values, why)
+
+    @property
+    def env(self) -> SessionEnv:
+        """:meth:`session_env` at upstream's default."""
+        return self.session_env(None)
+
+    def fused_in(self, env: Any) -> bool | None:
+        """Whether a session with ``env`` runs the fused kernel (None: the tree has no gate)."""
+        if not self.fused_gates:
+            return None
+        return all(
+            g.default_on if env.get(g.name) is None else env[g.name] == g.on_value
+            for g in self.fused_gates
+        )
 
 
 def plan_for(tree: SourceTree) -> EraPlan:
@@ -189,28 +226,15 @@ def plan_for(tree: SourceTree) -> EraPlan:
             real.insert(0, dotted(rel))
     runner = tree.package_dir / RUNNER
     gates = fused_gates(tree.package_dir / era.dsa_metadata)
-    env = dict(ENV)
-    for gate in gates:  # a gate regress does not know yet: disable by its name's sense
-        env.setdefault(gate, "1" if "DISABLE" in gate else "0")
     callers = [dotted(f) for f in CALLER_FILES if (tree.package_dir / f).is_file()]
     return EraPlan(
         tree=tree,
         real=tuple(real),
         dsa_module=dotted(era.dsa_metadata),
         runner_module=dotted(RUNNER) if runner.is_file() else None,
-        env=env,
         fused_gates=gates,
         caller_modules=tuple(callers),
     )
-
-
-def fused_gates(dsa_file: Path) -> tuple[str, ...]:
-    """The fused-DSA-metadata environment gates the DSA module reads, in source order."""
-    try:
-        text = dsa_file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ()
-    return tuple(dict.fromkeys(_FUSED_GATE.findall(text)))
 
 
 def all_values(plan: EraPlan, settings: Settings) -> dict[str, dict[str, tuple[Any, str]]]:
@@ -308,6 +332,29 @@ class Upstream:
     ledger: Ledger
     sandbox: Any = None
     workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
+    spec_configs: Any = None  # the tree's llm_args module or why not (regress.sandbox.drafts)
+
+    @property
+    def fused(self) -> bool | None:
+        """Whether this session runs the fused decode-metadata kernel (None: no gate)."""
+        return self.plan.fused_in(self.sandbox.env) if self.sandbox is not None else None
+
+    @contextlib.contextmanager
+    def session(self, *, fused: bool | None) -> Iterator[Upstream]:
+        """The tree loaded again in a session with the fused gate set (this one if it matches).
+
+        Upstream reads its gate once per process (``_fused_dsa_meta_enabled`` is cached), so
+        another value needs the modules executed afresh: a nested sandbox on the same ledger.
+        """
+        if fused is None or self.fused == fused or self.sandbox is None:
+            yield self
+            return
+        from regress.sandbox.shells import Sandbox
+
+        sb = self.sandbox
+        env = self.plan.session_env(fused)
+        with Sandbox(sb.checkout, sb.real, sb.values, env=env, ledger=self.ledger) as inner:
+            yield load(inner, self.plan, self.ledger)
 
     def make_metadata(
         self,
@@ -368,3 +415,18 @@ class Upstream:
                 use_cache=True, num_cached_tokens_per_seq=cached, num_extra_kv_tokens=0
             ),
         }
+
+
+def load(sandbox: Any, plan: EraPlan, ledger: Ledger) -> Upstream:
+    """Execute the plan's real modules in ``sandbox`` and return the loaded tree."""
+    for name in plan.real:
+        sandbox.load(name)
+    module = sandbox.load(plan.dsa_module)
+    return Upstream(
+        plan=plan,
+        module=module,
+        metadata_cls=module.DSAtrtllmAttentionMetadata,
+        kv_cache_params_cls=sandbox.load("tensorrt_llm._torch.metadata").KVCacheParams,
+        ledger=ledger,
+        sandbox=sandbox,
+    )

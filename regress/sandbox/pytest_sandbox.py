@@ -31,7 +31,7 @@ import pytest
 
 from regress.sandbox import Ledger
 from regress.sandbox.blame import blame, describe
-from regress.sandbox.eras import ENV, Settings, all_values, plan_for
+from regress.sandbox.eras import Settings, all_values, plan_for
 
 #: The name :class:`SandboxedTests` is registered under.
 PLUGIN_NAME = "regress-upstream-sandbox"
@@ -126,7 +126,7 @@ class SandboxedTests:
             self.plan.checkout,
             real,
             all_values(self.plan, self.settings),
-            env=ENV,
+            env=self.plan.session_env(self.settings.fused),
             ledger=self.ledger,
         )
         self.gaps: list[str] = []

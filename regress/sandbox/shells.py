@@ -2,8 +2,10 @@
 
 Every ``tensorrt_llm`` package directory becomes an empty *shell* module whose ``__path__`` points
 into the tree, so ``tensorrt_llm/__init__.py`` (which loads the compiled bindings) never runs.
-Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module and
-the third-party packages of :data:`regress.sandbox.stubs.THIRD_PARTY` are strict stubs. A shell
+Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module is a
+strict stub. The third-party packages of :data:`regress.sandbox.stubs.THIRD_PARTY` are answered
+as a real machine would (:mod:`regress.sandbox.packages`): real where installed and runnable
+(triton), absent to code that probes for them, strict stubs for unconditional imports. A shell
 still answers the names its ``__init__`` re-exports from a real submodule
 (``from ..attention_backend import AttentionMetadata`` in
 ``tensorrt_llm/_torch/speculative/eagle3.py``, the one stored version, commit unknown): the
@@ -16,6 +18,7 @@ whatever was there before, so it can run twice in one process (tests, bisect pro
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -27,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from regress.sandbox import Ledger, SandboxGap
+from regress.sandbox import Ledger, SandboxGap, packages
 from regress.sandbox.cuda import cuda_on_cpu
 from regress.sandbox.stubs import THIRD_PARTY, StubModule
 
@@ -46,6 +49,8 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    _regress_sandbox = True  # what packages.installed() looks past
+
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
 
@@ -63,7 +68,9 @@ class _Finder(importlib.abc.MetaPathFinder):
                 spec.submodule_search_locations = [str(base)]
                 return spec
             return importlib.machinery.ModuleSpec(fullname, _Loader(sb._stub), is_package=True)
-        if top in THIRD_PARTY:
+        if top in sb.packages.stubbed:
+            if sb.packages.refuse(top, sb.ledger):
+                return None  # a probe for an absent package: ImportError, upstream's fallback
             return importlib.machinery.ModuleSpec(fullname, _Loader(sb._stub), is_package=True)
         return None
 
@@ -86,6 +93,14 @@ def _reexports(init: Path, package: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+class SessionEnv(dict):
+    """Environment of one session, with why each variable is set (``why``: name -> reason)."""
+
+    def __init__(self, values: Mapping[str, str | None], why: Mapping[str, str]) -> None:
+        super().__init__(values)
+        self.why = dict(why)
+
+
 def _exists(base: Path) -> bool:
     """Whether ``base`` names a source module, a package or a compiled extension in the tree."""
     return base.is_dir() or any(base.parent.glob(base.name + ".*"))
@@ -98,7 +113,8 @@ class Sandbox:
         checkout: the directory holding ``tensorrt_llm/``.
         real: dotted names of the modules executed from source.
         values: per stubbed module, ``{name: (value, why)}`` handed out instead of placeholders.
-        env: environment variables forced while inside (e.g. a GPU-only code path switched off).
+        env: environment variables set while inside; a value of None unsets the variable, so
+            upstream reads its own default (:meth:`regress.sandbox.eras.EraPlan.session_env`).
         ledger: where every fake is recorded.
     """
 
@@ -108,35 +124,45 @@ class Sandbox:
         real: Iterable[str],
         values: Mapping[str, Mapping[str, tuple[Any, str]]],
         *,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         ledger: Ledger | None = None,
     ) -> None:
         self.checkout = Path(checkout).resolve()
         self.real = set(real)
-        self.values = values
-        self.env = dict(env or {})
-        self.ledger = ledger or Ledger()
         self._finder = _Finder(self)
+        self.packages = packages.Packages.detect(THIRD_PARTY)
+        self.values = dict(values)
+        if "triton" in self.packages.absent:
+            self.values.update(packages.triton_stub_values())
+        self.env: Mapping[str, str | None] = env if env is not None else {}
+        if self.packages.env():
+            self.env = SessionEnv({**self.env, **self.packages.env()}, getattr(self.env, "why", {}))
+        self.ledger = ledger or Ledger()
         self._saved: dict[str, types.ModuleType] = {}
         self._saved_env: dict[str, str | None] = {}
         self._cuda = None
+        self._stack: contextlib.ExitStack | None = None
 
     def _real_spec(self, fullname: str, base: Path) -> importlib.machinery.ModuleSpec | None:
         """A module executed from its file; a package (its ``__init__``, re-exports) likewise."""
         file, init = base.with_suffix(".py"), base / "__init__.py"
         if not file.is_file() and init.is_file():
-            self.ledger.real_modules.append(fullname)
+            self._ran(fullname)
             return importlib.util.spec_from_file_location(
                 fullname, init, submodule_search_locations=[str(base)]
             )
         if not file.is_file():
             raise SandboxGap(f"the real module {fullname} ({file} is missing)")
-        self.ledger.real_modules.append(fullname)
+        self._ran(fullname)
         return importlib.util.spec_from_file_location(fullname, file)
+
+    def _ran(self, fullname: str) -> None:
+        if fullname not in self.ledger.real_modules:  # a second session on one ledger
+            self.ledger.real_modules.append(fullname)
 
     def _owned(self, name: str) -> bool:
         top = name.partition(".")[0]
-        return top == ROOT_PACKAGE or top in THIRD_PARTY
+        return top == ROOT_PACKAGE or top in self.packages.stubbed
 
     def _shell(self, name: str) -> types.ModuleType:
         self.ledger.note("shell", name, "package __init__ not executed")
@@ -163,28 +189,80 @@ class Sandbox:
         return __getattr__
 
     def _stub(self, name: str) -> types.ModuleType:
-        self.ledger.note("module-stub", name, "strict stub")
+        top = name.partition(".")[0]
+        absent = " (not installed)" if top in self.packages.absent else ""
+        self.ledger.note("module-stub", name, f"strict stub{absent}")
+        hint = self.packages.hint(top)
+        base = self.checkout / Path(*name.split("."))
+        if top == ROOT_PACKAGE and not _exists(base):
+            rel = base.relative_to(self.checkout)
+            hint = (
+                f"The tree has no {rel}.py (a module of a complete checkout, or a name a package "
+                "__init__ defines): check a complete checkout, or add a value for it to "
+                "regress.sandbox.eras if faking it is safe."
+            )
         return StubModule(
-            name, values=self.values.get(name, {}), ledger=self.ledger, root=self.checkout
+            name,
+            values=self.values.get(name, {}),
+            ledger=self.ledger,
+            root=self.checkout,
+            hint=hint,
         )
 
     def __enter__(self) -> Sandbox:
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__(None, None, None)  # __exit__ is not called when __enter__ raises
+            raise
+
+    def _enter(self) -> Sandbox:
         for name in [n for n in sys.modules if self._owned(n)]:
             self._saved[name] = sys.modules.pop(name)
+        why = {**getattr(self.env, "why", {}), **packages.ENV_WHY}
         for key, value in self.env.items():
             self._saved_env[key] = os.environ.get(key)
-            os.environ[key] = value
-            self.ledger.note("env", key, f"forced to {value!r} in the sandbox")
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+            told = "unset" if value is None else f"set to {value!r}"
+            name = key if value is None else f"{key}={value}"  # a second session's value too
+            self.ledger.note("env", name, f"{told} in the sandbox: {why.get(key, 'see eras.py')}")
         sys.meta_path.insert(0, self._finder)
         importlib.invalidate_caches()
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(self._compile())
+        if "triton" in self.packages.real:
+            if self.packages.interpret:
+                self._stack.enter_context(packages.interpreted_triton())
+            launches = packages.kernel_launches(self.ledger, self.packages.interpret)
+            self._stack.enter_context(launches)
         self._cuda = cuda_on_cpu(self.ledger)
         self._cuda.__enter__()
         return self
+
+    @contextlib.contextmanager
+    def _compile(self):
+        """``torch.compile`` as the identity while inside (:mod:`regress.sandbox.packages`)."""
+        import torch
+
+        saved = torch.compile
+        torch.compile = packages.identity_compile(
+            self.ledger, packages.compile_reason(self.packages)
+        )
+        try:
+            yield
+        finally:
+            torch.compile = saved
 
     def __exit__(self, *exc: object) -> None:
         try:
             if self._cuda is not None:
                 self._cuda.__exit__(*exc)
+            if self._stack is not None:
+                self._stack.close()
+                self._stack = None
         finally:
             if self._finder in sys.meta_path:
                 sys.meta_path.remove(self._finder)

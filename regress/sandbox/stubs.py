@@ -18,7 +18,9 @@ from typing import Any
 
 from regress.sandbox import Ledger, SandboxGap
 
-#: Third-party packages stubbed even when installed: compiled, GPU-only or heavy.
+#: Third-party packages the sandbox answers for: compiled, GPU-only or heavy. Where one is not
+#: installed, a probe for it fails as on a machine without it; ``triton`` is run for real where
+#: installed (:mod:`regress.sandbox.packages`).
 THIRD_PARTY = ("deep_gemm", "flashinfer", "triton", "transformers")
 
 
@@ -39,17 +41,20 @@ class _StrictMeta(type):
     """Metaclass of placeholders: attribute access nests, use as a value raises."""
 
     _regress_root: Path | None = None
+    _regress_hint: str = ""
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        sub = make_placeholder(f"{cls.__qualname__}.{name}", cls._regress_root)
+        sub = make_placeholder(f"{cls.__qualname__}.{name}", cls._regress_root, cls._regress_hint)
         setattr(cls, name, sub)
         return sub
 
     def _gap(cls, what: str) -> SandboxGap:
         return SandboxGap(
-            f"{what} of the stubbed `{cls.__qualname__}`", call_site(cls._regress_root)
+            f"{what} of the stubbed `{cls.__qualname__}`",
+            call_site(cls._regress_root),
+            hint=cls._regress_hint,
         )
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -76,13 +81,14 @@ class _StrictMeta(type):
     __ror__ = __or__
 
 
-def make_placeholder(qualname: str, root: Path | None) -> type:
-    """A new strict placeholder class standing for ``qualname``."""
+def make_placeholder(qualname: str, root: Path | None, hint: str = "") -> type:
+    """A new strict placeholder class standing for ``qualname``; ``hint`` ends its gaps."""
     short = qualname.rsplit(".", 1)[-1]
     cls = _StrictMeta(
         short, (), {"__qualname__": qualname, "__module__": qualname.rsplit(".", 1)[0]}
     )
     cls._regress_root = root
+    cls._regress_hint = hint
     # Subclasses of a placeholder are upstream classes; their own attributes behave normally.
     return cls
 
@@ -96,9 +102,16 @@ class StubModule(types.ModuleType):
     """A module whose attributes are table values or strict placeholders, all recorded."""
 
     def __init__(
-        self, name: str, *, values: Mapping[str, Any], ledger: Ledger, root: Path | None
+        self,
+        name: str,
+        *,
+        values: Mapping[str, Any],
+        ledger: Ledger,
+        root: Path | None,
+        hint: str = "",
     ) -> None:
         super().__init__(name)
+        self.__dict__["_regress_hint"] = hint
         self.__dict__["_regress_values"] = values
         self.__dict__["_regress_ledger"] = ledger
         self.__dict__["_regress_root"] = root
@@ -114,7 +127,9 @@ class StubModule(types.ModuleType):
             value, why = values[name]
             ledger.note("value", full, why)
         else:
-            value = make_placeholder(full, self.__dict__["_regress_root"])
+            value = make_placeholder(
+                full, self.__dict__["_regress_root"], self.__dict__["_regress_hint"]
+            )
             ledger.note("placeholder", full, "strict placeholder: raises if used as a value")
         setattr(self, name, value)
         return value
@@ -126,6 +141,7 @@ class StubModule(types.ModuleType):
         raise SandboxGap(
             f"a call of `{self.__name__}`, which the sandbox resolved to a stub module",
             call_site(self.__dict__["_regress_root"]),
+            hint=self.__dict__["_regress_hint"],
         )
 
 

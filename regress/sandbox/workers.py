@@ -150,9 +150,18 @@ def spec_mode(worker: WorkerClass) -> Any:
     return getattr(enum, mode, mode) if enum is not None else mode
 
 
-def build(worker: WorkerClass, k: int, *, separate_draft_kv: bool) -> Any:
-    """An instance, built through the class's own ``__init__`` with the arguments it takes."""
-    config = drafts.FakeSpecConfig(k, spec_mode(worker))
+def build(worker: WorkerClass, k: int, *, separate_draft_kv: bool, up: Any = None) -> Any:
+    """An instance, built through the class's own ``__init__`` with the arguments it takes.
+
+    Its spec config is upstream's own class where the loaded tree ``up`` has one
+    (:func:`regress.sandbox.drafts.spec_config`).
+    """
+    mode = spec_mode(worker)
+    config = (
+        drafts.spec_config(up, worker.name, k, mode)
+        if up is not None
+        else drafts.FakeSpecConfig(k, mode)
+    )
     params = inspect.signature(worker.cls.__init__).parameters
     kwargs: dict[str, Any] = {}
     for name, value in (

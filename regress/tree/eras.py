@@ -26,8 +26,17 @@ from dataclasses import dataclass
 #: The placeholders a module pattern of :attr:`Era.real` may use.
 _FIELDS = ("backends", "dsa", "dsa_dir")
 
-#: Executed from source when present, in every era (later era B and C build metadata from them).
-OPTIONAL_REAL: tuple[str, ...] = ("{dsa_dir}/params.py", "{backends}/sparse/params.py")
+#: Executed from source when present, in every era (later era B and C build metadata from them;
+#: the fused decode-metadata kernel, ``fused_metadata.py`` @ e9eacd32, later ``kernels.py`` @
+#: 25dc9ac1, runs for real where triton is installed; ``_torch/flashinfer_utils.py`` @ 0ed45fea
+#: decides ``IS_FLASHINFER_AVAILABLE`` by its own ``try: import flashinfer``, not a table).
+OPTIONAL_REAL: tuple[str, ...] = (
+    "{dsa_dir}/params.py",
+    "{backends}/sparse/params.py",
+    "{dsa_dir}/fused_metadata.py",
+    "{dsa_dir}/kernels.py",
+    "_torch/flashinfer_utils.py",
+)
 
 #: The layer-wise runner of bug 2 (``Runner.create_run_pack``), loaded only by its scenario.
 RUNNER = "tools/layer_wise_benchmarks/runner.py"

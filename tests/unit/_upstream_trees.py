@@ -89,9 +89,16 @@ def _fused_enabled():
 """
 _FUSED_CALL = (
     "        if _fused_enabled() and self.num_contexts == 0 and self.num_tokens > 0:\n"
-    "            fused_dsa_decode_metadata(self.seq_lens_cuda, self.req_idx_per_token)\n"
+    "            fused_dsa_decode_metadata(self.seq_lens_cuda[: self.num_seqs], self.req_idx_per_token)\n"
+    "            self._slot_mappings()\n"
     "            return\n"
 )
+#: The value the fused kernel writes per token: its request (right), or the next one (a defect
+#: that only the fused path has).
+FUSED_KERNEL = {
+    "right": "    value = req + tl.zeros([BLOCK], dtype=tl.int32)\n",
+    "wrong": "    value = (req + 1) % tl.num_programs(0) + tl.zeros([BLOCK], dtype=tl.int32)\n",
+}
 _RESTORE_CONTEXTS = (
     "        attn_metadata.num_contexts = self._saved_num_contexts\n"
     "        attn_metadata.host_request_types.copy_(self._saved_types)\n"
@@ -202,6 +209,7 @@ def caller_files(
     workers: tuple[str, ...] = ("eagle3",),
     restore_contexts: bool = True,
     fused: str | None = None,
+    fused_kernel: str = "right",
     event: bool = False,
     ragged: str | None = None,
     ragged_switch: bool | str = False,
@@ -219,6 +227,8 @@ def caller_files(
     if fused:
         meta = _fill(meta, "fused-gate", _FUSED_GATE_CODE.format(gate=FUSED_GATES[fused]))
         meta = _fill(meta, "fused-call", _FUSED_CALL)
+        kernel = _fill(_part("fused_metadata.py"), "kernel-value", FUSED_KERNEL[fused_kernel])
+        files[f"tensorrt_llm/{dsa.rsplit('/', 1)[0]}/fused_metadata.py"] = kernel
     if event:
         meta = _fill(meta, "prepare-end", "        torch.cuda.Event().record()\n")
     methods = ""

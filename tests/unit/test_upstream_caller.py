@@ -145,24 +145,7 @@ def test_the_restore_must_bring_back_num_contexts_and_request_types(tmp_path):
     assert finding.status == "warn" and "num_contexts is 0" in finding.violations[0].message
 
 
-@pytest.mark.parametrize("gate", ["old", "new", "unknown"])
-def test_fused_metadata_runs_the_eager_path_under_either_gate(tmp_path, gate):
-    report = run_check(build_caller_tree(tmp_path, fused=gate), scenarios=["fused_metadata"])
-    result = _by_name(report)["fused_metadata/eager_path"]
-    assert result.status == "pass" and report.exit_code == 0
-    assert (
-        "the fused kernel (compiled Triton, fused_dsa_decode_metadata) was not run" in result.note
-    )
-    assert result.steps  # the eager chain's maps were checked at the worker's calls
-
-
-def test_without_forcing_the_newer_gate_the_fused_stub_is_reached_a_gap(tmp_path, monkeypatch):
-    import regress.sandbox.eras as eras
-
-    monkeypatch.setattr(eras, "ENV", {"TRTLLM_FUSED_DSA_METADATA": "0"})
-    monkeypatch.setattr(eras, "fused_gates", lambda path: ())  # the gate not read from source
-    report = run_check(build_caller_tree(tmp_path, fused="new"), scenarios=["req_idx_map"])
-    assert report.exit_code == 3 and "fused_dsa_decode_metadata" in report.error
+# The fused path (the kernel run for real, its gates, triton absent): test_sandbox_packages.py.
 
 
 def test_an_event_recorded_in_prepare_is_faked_not_a_false_failure(tmp_path):

@@ -111,7 +111,6 @@ def test_the_report_lists_everything_faked(tmp_path):
     faked = {(f["kind"], f["name"]) for f in doc["sandbox"]["faked"]}
     assert ("value", "tensorrt_llm.deep_gemm.get_paged_mqa_logits_metadata") in faked
     assert ("shim", "DSAtrtllmAttentionMetadata.sparse_attention_config") in faked  # era B skew
-    assert ("env", "TRTLLM_FUSED_DSA_METADATA") in faked
     assert any(k == "cuda" for k, _ in faked)
     assert (
         "tensorrt_llm._torch.attention_backend.sparse.dsa.metadata"
