@@ -7,6 +7,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from regress.check.matrix import base_cell, cells, find_axes
+from regress.check.production import MATRIX, run_cells
 from regress.check.report import CheckReport
 from regress.check.scenarios import OPT_IN, SCENARIOS, ScenarioResult
 from regress.progress import Progress
@@ -24,8 +26,8 @@ _NEXT = ". No contract was judged: fix the tree, or check another commit (a bise
 
 
 def scenario_names() -> list[str]:
-    """Every scenario ``--scenario`` accepts."""
-    return list(SCENARIOS)
+    """Every scenario ``--scenario`` accepts (``matrix``: the production cells)."""
+    return [*SCENARIOS, MATRIX]
 
 
 def _scenarios():
@@ -38,6 +40,7 @@ def run_check(
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
     progress: Progress[str] | None = None,
+    matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
 
@@ -49,12 +52,14 @@ def run_check(
         scenarios: names from :func:`scenario_names` (default: all but the opt-in ones).
         settings: SM version and SM count the code is told it runs on.
         progress: receives one line per scenario started.
+        matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the ``matrix``
+            scenario runs; the other scenarios run in the base cell (``matrix.BASE``).
     """
     started = time.monotonic()
     emit = progress or (lambda _m: None)
     report = CheckReport(source=str(source))
     table = _scenarios()
-    wanted = list(scenarios or [name for name in table if name not in OPT_IN])
+    wanted = list(scenarios or [*(name for name in table if name not in OPT_IN), MATRIX])
     try:
         layout = resolve_source_tree(source)
     except TrtllmLayoutError as exc:
@@ -71,7 +76,7 @@ def run_check(
             plan.checkout, plan.real, all_values(plan, settings), env=plan.env, ledger=ledger
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
-            for name in wanted:
+            for name in (n for n in wanted if n != MATRIX):
                 emit(f"scenario {name}")
                 results, gap = _run(table[name], up, name)
                 report.results.extend(results)
@@ -84,6 +89,18 @@ def run_check(
         if found.owner not in ("import", "exit"):
             cause = f"loading the tree raised {cause}"
         report.status, report.error = "gap", cause + _NEXT
+    axes = find_axes(layout, plan.fused_gates)
+    base = str(base_cell(axes, settings.sm))
+    for result in report.results:  # the scenarios outside the matrix ran in the base cell
+        for v in result.violations:
+            v.details.setdefault("cell", base)
+    report.cells = [base]
+    if MATRIX in wanted and report.status != "gap":
+        run = cells(matrix, axes)
+        report.cells += [str(c) for c in run]
+        results, cell_gaps = run_cells(plan, run, settings, ledger, load=_load, run=_run, emit=emit)
+        report.results.extend(results)
+        gaps += cell_gaps
     _divergences(ledger, plan)
     report.finish()
     if report.status == "pass" and gaps:  # a violation elsewhere is still a verdict

@@ -60,6 +60,7 @@ def run_check_isolated(
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """:func:`~regress.check.check.run_check` in a child process; see the module docstring.
 
@@ -84,6 +85,7 @@ def run_check_isolated(
             "source": str(source),
             "root": str(root),
             "scenarios": list(scenarios) if scenarios else None,
+            "matrix": list(matrix),
             "sm": settings.sm,
             "num_sms": settings.num_sms,
             "timeout": timeout,
@@ -246,6 +248,7 @@ def report_from_json(doc: dict[str, Any]) -> CheckReport:
         results=results,
         ledger=ledger,
         seconds=float(doc.get("seconds", 0.0)),
+        cells=list(doc.get("cells", [])),
     )
 
 
@@ -284,7 +287,10 @@ def run_child(work: Path) -> int:
     settings = Settings(sm=request["sm"], num_sms=request["num_sms"])
     try:
         doc = run_check(
-            request["source"], scenarios=request["scenarios"], settings=settings
+            request["source"],
+            scenarios=request["scenarios"],
+            settings=settings,
+            matrix=request.get("matrix", ["default"]),
         ).to_json()
     except Exception as exc:  # a regress bug: still no verdict on the tree
         from regress.errors import save_traceback

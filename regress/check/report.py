@@ -28,6 +28,8 @@ class CheckReport:
         ledger: the real modules executed and every fake.
         seconds: wall time.
         known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
+        cells: the production-matrix cells run (:mod:`regress.check.matrix`): first the base
+            cell of the scenarios outside the matrix, then the ``matrix`` scenario's.
     """
 
     source: str
@@ -38,6 +40,7 @@ class CheckReport:
     ledger: Ledger = field(default_factory=Ledger)
     seconds: float = 0.0
     known: KnownOutcome | None = None
+    cells: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -88,6 +91,7 @@ class CheckReport:
             "exit_code": self.exit_code,
             "error": self.error,
             "seconds": round(self.seconds, 3),
+            "cells": list(self.cells),
             "scenarios": [
                 {
                     "name": r.name,
@@ -109,6 +113,9 @@ class CheckReport:
         out = [head]
         if self.error:
             out.append(f"  {self.error}")
+        if self.cells:
+            more = f"; matrix: {len(self.cells) - 1} cell(s)" if len(self.cells) > 1 else ""
+            out.append(f"  cells: base {self.cells[0]}{more} (--json lists them)")
         for r in self.results:
             extra = f" ({r.note})" if r.note else ""
             out.append(f"  {r.status:4s} {r.name}{extra}")

@@ -28,8 +28,19 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     metavar="NAME",
     help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
     "runner_guard, sentinel_lifecycle, draft_callers, metadata_classes, fused_metadata, "
-    "draft_kv_cache, ragged_verify; stale_state (the stale-state oracle) runs only when "
-    "named.",
+    "draft_kv_cache, ragged_verify, draft_failure, matrix; stale_state (the stale-state "
+    "oracle) runs only when named.",
+)
+@click.option(
+    "--matrix",
+    "matrix",
+    multiple=True,
+    metavar="CELLS",
+    help="Production cells the matrix scenario runs (repeatable): default (upstream's "
+    "production configurations: GLM-5.2 with index share, DeepSeek-V3.2 without, SM 90 and "
+    "100), full (every cell), or one cell as axis=value pairs, e.g. fused=on,dsl=on,overlap=on "
+    "(axes fused, dsl, share, skip, sm, overlap, pad; the rest as default's first cell). "
+    "[default: default]",
 )
 @click.option(
     "--sm",
@@ -73,6 +84,7 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 def check(
     source: str,
     scenarios: tuple[str, ...],
+    matrix: tuple[str, ...],
     sm: int,
     timeout: float,
     json_out: str | None,
@@ -104,11 +116,19 @@ def check(
         )
     if json_out == STDOUT and markdown_out == STDOUT:
         raise UsageError("--json - and --markdown - both want stdout: send one to a file")
+    from regress.check.matrix import check_spec
+
+    for spec in matrix:
+        check_spec(spec)
     check_output_path(json_out, option="--json")
     check_output_path(markdown_out, option="--markdown")
     known = load_known(known_file, scenario_names()) if known_file else None  # before running
     report = run_check_isolated(
-        source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
+        source,
+        scenarios=scenarios or None,
+        settings=Settings(sm=sm),
+        timeout=timeout,
+        matrix=matrix or ("default",),
     )
     if known is not None:
         report.apply_known(known)

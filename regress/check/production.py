@@ -1,0 +1,207 @@
+"""The ``matrix`` scenario: the tree's metadata in each production cell (:mod:`regress.check.matrix`).
+
+Each cell runs in a sandbox of its own (the fused gate is read once per process upstream,
+``_fused_dsa_meta_enabled`` is cached, so a cell never reuses another's loaded modules), with
+the cell's env gate, params switches and SM. In it, two verify forwards of the same requests
+(padded with CUDA-graph dummy rows when ``pad=on``), each followed by upstream's own draft loop
+(:func:`regress.check.caller.caller_checkpoints`):
+
+1. forward 1: ``update_spec_dec_param`` then ``prepare()``; the maps judged, then every
+   checkpoint of the draft loop (:func:`regress.check.steps.judge`);
+2. forward 2: with ``overlap=on`` the host prepares it assuming every draft accepted and the
+   device correction follows (:mod:`regress.check.overlap`); else it is prepared with the true
+   lengths. There the stale-state oracle compares the live object with a fresh one prepared for
+   the true batch (:func:`regress.dsa.stale_check.check_states`, the allow table of the cell),
+   and the maps are judged; then its draft loop, judged likewise.
+
+Every violation names its cell (``details["cell"]``). A cell whose fused path needs Triton where
+none is installed is a gap naming ``pip install triton``, never a pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from regress.check.caller import DraftSettings
+from regress.check.matrix import Cell, CellSettings, settings_for
+from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
+from regress.check.results import ScenarioResult
+from regress.check.steps import drive, observe, tree_prepare
+from regress.dsa.announce import announce_speculation
+from regress.dsa.batch import Batch
+from regress.dsa.fresh import Blueprint
+from regress.dsa.invariants import Violation
+from regress.dsa.stale_check import Checkpoint, check_states
+from regress.sandbox.fakes import FakeKVCacheManager
+
+#: The scenario's name (``--scenario matrix``); its results are ``matrix/<cell>``.
+MATRIX = "matrix"
+#: K, and the verify batch: full, zero and partial acceptance across four requests.
+DRAFT_LEN = 3
+VERIFY = Batch(
+    seq_lens=(4, 4, 4, 4),
+    cached=(40, 50, 60, 70),
+    num_accepted=(4, 1, 2, 3),
+    request_ids=(0, 1, 2, 3),
+    max_draft_len=DRAFT_LEN,
+    name="verify_4x4",
+)
+#: Sequence capacity: the padded batch's size; the dummy is its last slot's request.
+CAPACITY = capture_size(VERIFY.batch_size + 1)
+DUMMY_ID = CAPACITY - 1
+#: The check of a difference an allow row explains in other cells only: not yet reviewed here.
+UNREVIEWED = "unreviewed"
+_TRITON_IMPORT = re.compile(r"^\s*(import triton|from triton\b)", re.M)
+
+
+def triton_missing(plan: Any, cell: Cell) -> str:
+    """Why ``cell`` cannot run here ('' when it can): its fused path imports Triton, absent."""
+    if not cell.on("fused"):
+        return ""
+    dsa_dir = plan.layout.dsa_metadata.file.parent
+    needs = [
+        p.name
+        for p in sorted(dsa_dir.glob("*.py"))
+        if _TRITON_IMPORT.search(p.read_text(errors="replace"))
+    ]
+    if not needs or importlib.util.find_spec("triton") is not None:
+        return ""
+    return (
+        f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
+        f"({', '.join(needs)} imports triton), which is not installed: pip install triton"
+    )
+
+
+def _tag(found: list[Violation], cell: Cell) -> list[Violation]:
+    return [Violation(v.check, v.message, {**v.details, "cell": str(cell)}) for v in found]
+
+
+def run_cell(up: Any, cell: Cell, cfg: CellSettings) -> list[ScenarioResult]:
+    """The battery of the module docstring on the loaded tree ``up``, set up for ``cell``."""
+    result = ScenarioResult(f"{MATRIX}/{cell}")
+    first = padded(VERIFY, CAPACITY, DUMMY_ID) if cfg.pad else VERIFY
+    dummy = DUMMY_ID if cfg.pad else None
+    kvm = FakeKVCacheManager(CAPACITY)
+    k = DRAFT_LEN
+
+    def make() -> Any:
+        md = up.make_metadata(kvm, max_num_tokens=CAPACITY * (k + 1) * 2, seq_lens=None)
+        announce_speculation(md, first.batch_size, k)
+        return md
+
+    blueprint = Blueprint(make, tree_prepare(up))
+    live = blueprint.make()
+    blueprint.prepare(live, first)
+    result.add(_tag(observe(live, "f1:prepare", result, pages=kvm), cell), "f1:prepare")
+    drive(up, live, kvm, DraftSettings(k, first.accepted()), result)
+    second = following(first, dummy)
+    announce_speculation(live, second.batch_size, k)
+    if cfg.overlap:
+        host = host_assumed(second, first, dummy)
+        blueprint.prepare(live, host)
+        correct(live, offsets(host, second))
+        label = "f2:overlap_correction"
+    else:
+        blueprint.prepare(live, second)
+        label = "f2:prepare"
+    _oracle(live, blueprint, label, cell, result)
+    result.add(_tag(observe(live, label, result, pages=kvm), cell), label)
+    drive(up, live, kvm, DraftSettings(k, second.accepted()), result)
+    result.violations = _tag(result.violations, cell)
+    result.note = (
+        f"{first.describe()}{' (CUDA-graph padded)' if cfg.pad else ''}; forward 2 "
+        f"{'corrected on the device (overlap scheduler)' if cfg.overlap else 'prepared'}; "
+        f"{result.note}"
+    )
+    return [result]
+
+
+def _oracle(
+    live: Any, blueprint: Blueprint, label: str, cell: Cell, result: ScenarioResult
+) -> None:
+    """The stale-state oracle at ``label``: live against a fresh prepare of the true batch."""
+    from regress.dsa.stale_allow import ALLOWED
+
+    [found] = check_states(
+        live, blueprint, [Checkpoint(label)], draft_len=DRAFT_LEN, allow=ALLOWED, cell=str(cell)
+    )
+    for f in found.unexplained:
+        rows = [a for a in ALLOWED if a.covers(f, f.owner)]
+        check, why = "stale_state", ""
+        if rows:  # explained elsewhere, but never reviewed for this cell
+            check = UNREVIEWED
+            why = f"; the allow row for it was decided in {', '.join(rows[0].cells)}, not this cell"
+        message = (
+            f"{f.field} is stale at {label}: a fresh {f.owner} prepared for {f.layout} holds "
+            f"{f.fresh}, the live one {f.live}{why}"
+        )
+        result.add([Violation(check, message, {**f.to_dict(), "cell": str(cell)})], label)
+
+
+@contextmanager
+def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> Iterator[Any]:
+    """A fresh sandbox for one cell: the plan's env with the cell's gate, the cell's SM."""
+    import dataclasses
+
+    from regress.sandbox.eras import all_values
+    from regress.sandbox.shells import Sandbox
+
+    cell_settings = dataclasses.replace(settings, sm=cfg.sm or settings.sm)
+    env = {**plan.env, **cfg.env}
+    with Sandbox(
+        plan.checkout, plan.real, all_values(plan, cell_settings), env=env, ledger=ledger
+    ) as sandbox:
+        yield sandbox
+
+
+def run_cells(
+    plan: Any,
+    cells: Sequence[Cell],
+    settings: Any,
+    ledger: Any,
+    *,
+    load: Callable[[Any, Any, Any], Any],
+    run: Callable[[Callable[[Any], list[ScenarioResult]], Any, str], tuple[list, str | None]],
+    emit: Callable[[str], None],
+) -> tuple[list[ScenarioResult], list[str]]:
+    """Every cell in its own sandbox: the results, and the gaps (why a cell could not judge).
+
+    ``load`` loads the tree in a sandbox (``regress.check.check``'s), ``run`` turns a scenario's
+    exception into a gap or a verdict as every scenario's (``regress.check.check._run``).
+    """
+    from regress.sandbox import SandboxGap
+    from regress.sandbox.blame import blame, describe
+
+    out: list[ScenarioResult] = []
+    gaps: list[str] = []
+    for cell in cells:
+        emit(f"scenario {MATRIX} cell {cell}")
+        name = f"{MATRIX}/{cell}"
+        missing = triton_missing(plan, cell)
+        if missing:
+            out.append(ScenarioResult(name, "gap", note=missing))
+            gaps.append(missing)
+            continue
+        cfg = settings_for(cell, plan.fused_gates)
+        try:
+            with cell_sandbox(plan, cfg, settings, ledger) as sandbox:
+                up = load(sandbox, plan, ledger)
+                up.sparse_overrides = dict(cfg.params)
+                results, gap = run(lambda u, c=cell, g=cfg: run_cell(u, c, g), up, name)
+        except SandboxGap as exc:
+            results, gap = [ScenarioResult(name, "gap", note=str(exc))], str(exc)
+        except Exception as exc:  # the tree does not load in this cell
+            note = describe(exc, blame(exc, plan.checkout))
+            results, gap = [ScenarioResult(name, "gap", note=note)], f"{name}: {note}"
+        for r in results:
+            r.violations = _tag(r.violations, cell)
+        out += results
+        gaps += [gap] if gap else []
+    return out, gaps
+
+
+__all__ = ["CAPACITY", "DRAFT_LEN", "MATRIX", "VERIFY", "cell_sandbox", "run_cell", "run_cells"]
