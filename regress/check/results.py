@@ -15,6 +15,11 @@ from regress.dsa.invariants import Violation
 
 #: The check of a finding about the caller, not the metadata (:meth:`ScenarioResult.warn`).
 NO_REBUILD = "no_rebuild_point"
+#: A worker that leaves the metadata in its draft state when a draft step raises (upstream's
+#: workers restore in a ``finally`` since PR #16382): a finding about the caller, like NO_REBUILD.
+NO_RESTORE = "no_restore_on_failure"
+#: Checks that make a result ``warn``, not ``fail``: findings about the caller.
+CALLER_FINDINGS = frozenset({NO_REBUILD, NO_RESTORE})
 
 
 @dataclass
@@ -45,11 +50,13 @@ class ScenarioResult:
         for v in found:
             self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
         if self.violations and self.status != "fail":
-            self.status = "fail" if any(v.check != NO_REBUILD for v in self.violations) else "warn"
+            self.status = (
+                "fail" if any(v.check not in CALLER_FINDINGS for v in self.violations) else "warn"
+            )
 
     def warn(self, found: list[Violation], where: str) -> None:
         """Record ``found`` as a finding about the caller: ``warn`` unless already failed."""
         self.add([Violation(NO_REBUILD, v.message, v.details) for v in found], where)
 
 
-__all__ = ["NO_REBUILD", "ScenarioResult", "Step"]
+__all__ = ["CALLER_FINDINGS", "NO_REBUILD", "NO_RESTORE", "ScenarioResult", "Step"]

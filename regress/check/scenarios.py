@@ -33,6 +33,7 @@ from regress.check.draft_scenarios import (
     metadata_classes,
     ragged_verify,
 )
+from regress.check.failures import draft_failure
 from regress.check.stale_state import stale_state
 from regress.check.steps import (
     Layout,
@@ -309,6 +310,7 @@ SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
     "fused_metadata": fused_metadata,
     "draft_kv_cache": draft_kv_cache,
     "ragged_verify": ragged_verify,
+    "draft_failure": draft_failure,
     "stale_state": stale_state,
 }
 #: Run only when named with ``--scenario``: ``stale_state`` still reports a candidate upstream
