@@ -241,6 +241,7 @@ class CellSettings:
         sm: the SM version ``get_sm_version`` answers, or None (the run's ``--sm``).
         overlap: replay the overlap correction between forwards.
         pad: pad the batch with CUDA-graph dummy rows.
+        fused: the fused decode-metadata path is on (its kernel module runs from source).
     """
 
     env: dict[str, str]
@@ -248,6 +249,7 @@ class CellSettings:
     sm: int | None
     overlap: bool
     pad: bool
+    fused: bool = False
 
 
 def settings_for(cell: Cell, gates: Sequence[str]) -> CellSettings:
@@ -266,6 +268,7 @@ def settings_for(cell: Cell, gates: Sequence[str]) -> CellSettings:
         sm=int(cell["sm"]) if cell["sm"] != NA else None,
         overlap=cell.on("overlap"),
         pad=cell.on("pad"),
+        fused=cell.on("fused"),
     )
 
 

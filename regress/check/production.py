@@ -55,6 +55,7 @@ CAPACITY = capture_size(VERIFY.batch_size + 1)
 DUMMY_ID = CAPACITY - 1
 #: The check of a difference an allow row explains in other cells only: not yet reviewed here.
 UNREVIEWED = "unreviewed"
+_FUSED_DEF = re.compile(r"^def fused_\w*decode\w*\(", re.M)
 _TRITON_IMPORT = re.compile(r"^\s*(import triton|from triton\b)", re.M)
 
 
@@ -74,6 +75,19 @@ def triton_missing(plan: Any, cell: Cell) -> str:
         f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
         f"({', '.join(needs)} imports triton), which is not installed: pip install triton"
     )
+
+
+def fused_modules(plan: Any) -> list[str]:
+    """The modules beside the DSA module defining a fused decode-metadata kernel
+    (``def fused_dsa_decode_metadata``: ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later
+    ``kernels.py`` @ 25dc9ac1): executed from source in a ``fused=on`` cell, never stubbed."""
+    dsa_dir = plan.layout.dsa_metadata.file.parent
+    package = plan.dsa_module.rsplit(".", 1)[0]
+    return [
+        f"{package}.{p.stem}"
+        for p in sorted(dsa_dir.glob("*.py"))
+        if _FUSED_DEF.search(p.read_text(errors="replace"))
+    ]
 
 
 def _tag(found: list[Violation], cell: Cell) -> list[Violation]:
@@ -152,8 +166,9 @@ def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> It
 
     cell_settings = dataclasses.replace(settings, sm=cfg.sm or settings.sm)
     env = {**plan.env, **cfg.env}
+    real = [*fused_modules(plan), *plan.real] if cfg.fused else plan.real
     with Sandbox(
-        plan.checkout, plan.real, all_values(plan, cell_settings), env=env, ledger=ledger
+        plan.checkout, real, all_values(plan, cell_settings), env=env, ledger=ledger
     ) as sandbox:
         yield sandbox
 

@@ -94,8 +94,10 @@ _COMPRESSOR_ONLY = (
 )
 
 
-#: Host copies the overlap correction leaves at the host's assumption (decided on era C @
-#: 186080bb in the cells fused=off, overlap=on, every value of the other axes: docs/findings.md).
+#: Host copies the overlap correction leaves at the host's assumption. Decided on era C @
+#: 186080bb: seen in every fused=off, overlap=on cell (each value of the other axes); for
+#: fused=on by reading that file's on_update_kv_lens (the fused kernel replaces only the device
+#: chain; the host copies are written by prepare() alone, whichever path), not yet by running it.
 _OVERLAP_HOST = (
     "kv_lens",
     "kv_lens_runtime",
@@ -363,7 +365,7 @@ ALLOWED: tuple[Allowed, ...] = (
             "attention/backends/sparse/dsa/metadata.py @ 186080bb: prepare (writes the host "
             "copy, then its device twin), on_update_kv_lens (refreshes the device twin only)",
             ("overlap_correction",),
-            cells=("fused=off,overlap=on",),
+            cells=("overlap=on",),
         )
         for name in _OVERLAP_HOST
     ),
