@@ -159,7 +159,8 @@ def find_axes(layout: Any, fused_gates: Sequence[str]) -> TreeAxes:
     pkg = layout.package_dir
     dsa = layout.dsa_metadata.file
     backends = layout.trtllm_metadata.file.parent
-    files = [dsa, dsa.parent / "params.py", backends / "sparse" / "params.py"]
+    # the params dataclasses first: where a switch is declared is the place to cite
+    files = [dsa.parent / "params.py", backends / "sparse" / "params.py", dsa]
     texts = {p: _read(p) for p in files if p.is_file()}
     bases = {p: _read(p) for p in (layout.attention_metadata.file, layout.trtllm_metadata.file)}
 
