@@ -36,7 +36,7 @@ from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
 from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
-from regress.dsa.stale_check import Checkpoint, check_states
+from regress.dsa.stale_check import Checkpoint, check_states, saved_fields
 from regress.sandbox.drafts import DraftModelFailure
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.workers import catalog
@@ -96,19 +96,31 @@ def _one(up: Any, worker: Any, fail_at: int) -> ScenarioResult:
     live = blueprint.make()
     blueprint.prepare(live, TARGET)
     before = _layout(live)
-    if worker is None:
-        raised = _model_loop(live, fail_at)
-        caller = "regress model (regress/dsa/transitions.py, restoring in a finally)"
-    else:
-        raised = _worker_loop(up, live, worker, fail_at)
-        caller = worker.caller
+    with saved_fields(live) as saved:  # the names prepare_for_spec_dec is asked to save
+        if worker is None:
+            raised = _model_loop(live, fail_at)
+            caller = "regress model (regress/dsa/transitions.py, restoring in a finally)"
+        else:
+            raised = _worker_loop(up, live, worker, fail_at)
+            caller = worker.caller
     found = _left_behind(live, before, caller)
     if found:
         result.add(found, f"after the failure in draft step {fail_at}")
     announce_speculation(live, NEXT.batch_size, DRAFT_LEN)
     blueprint.prepare(live, NEXT)
     [judged] = check_states(live, blueprint, [Checkpoint("f2:prepare")], draft_len=DRAFT_LEN)
+    kept = [f for f in judged.unexplained if any(f.field.endswith(f"[{n!r}]") for n in saved)]
+    if kept and not found:  # the save itself outlived the loop: the worker's, not the metadata's
+        message = (
+            f"{caller} left the fields prepare_for_spec_dec saved "
+            f"({', '.join(f.field for f in kept)}) saved when the draft model raised: the next "
+            "forward's metadata still holds them (upstream's workers restore in a finally since "
+            "PR #16382)"
+        )
+        result.add([Violation(NO_RESTORE, message, {})], "f2:prepare")
     for f in judged.unexplained:
+        if f in kept:
+            continue
         message = (
             f"{f.field} is stale at the next forward's prepare() after a failed draft step: a "
             f"fresh {f.owner} prepared for {f.layout} holds {f.fresh}, the live one {f.live}"
