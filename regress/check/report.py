@@ -113,9 +113,6 @@ class CheckReport:
         out = [head]
         if self.error:
             out.append(f"  {self.error}")
-        if self.cells:
-            more = f"; matrix: {len(self.cells) - 1} cell(s)" if len(self.cells) > 1 else ""
-            out.append(f"  cells: base {self.cells[0]}{more} (--json lists them)")
         for r in self.results:
             extra = f" ({r.note})" if r.note else ""
             out.append(f"  {r.status:4s} {r.name}{extra}")
@@ -128,6 +125,9 @@ class CheckReport:
                         f"{v.details['expected'][:16]}"
                     )
         out += text_lines(self.known)
+        if self.cells:
+            more = f"; matrix: {len(self.cells) - 1} cell(s)" if len(self.cells) > 1 else ""
+            out.append(f"  cells: base {self.cells[0]}{more} (--json lists them)")
         fakes = self.ledger.fakes.values()
         kinds: dict[str, int] = {}
         for f in fakes:
