@@ -216,6 +216,7 @@ def run_cells(
             r.violations = _tag(r.violations, cell)
         out += results
         gaps += [gap] if gap else []
+    ledger.real_modules[:] = list(dict.fromkeys(ledger.real_modules))  # each cell loads them again
     return out, gaps
 
 
