@@ -34,7 +34,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "no regression",
         FAILED: "regression found",
         BAD_INPUT: "bad input",
-        UNFINISHED: "engine error",
+        UNFINISHED: "engine error (torch or tensorrt_llm missing included)",
         INTERRUPTED: "interrupted (Ctrl-C)",
         TERMINATED: "terminated (SIGTERM)",
     },
@@ -47,9 +47,10 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         TERMINATED: "terminated (SIGTERM; rerun to resume)",
     },
     "regress demo": {
-        OK: "both culprits match",
-        FAILED: "a culprit missed",
+        OK: "both culprits match (--check: both trees judged as expected)",
+        FAILED: "a culprit missed (--check: a tree not judged as expected)",
         BAD_INPUT: "bad input",
+        UNFINISHED: "torch is not installed",
         INTERRUPTED: "interrupted (throwaway repository removed)",
         TERMINATED: "terminated (SIGTERM; throwaway repository removed)",
     },
@@ -57,7 +58,8 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "contracts hold (findings a --known file lists aside)",
         FAILED: "a contract is broken",
         BAD_INPUT: "not a TensorRT-LLM tree",
-        UNFINISHED: "no verdict: the tree cannot be loaded, exits, hangs, or needs what the sandbox fakes",
+        UNFINISHED: "no verdict (the tree cannot be loaded, exits, hangs or needs what the sandbox "
+        "fakes) or torch is not installed",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
     },
@@ -65,34 +67,52 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "no open regression",
         FAILED: "open regression",
         BAD_INPUT: "bad input",
+        UNFINISHED: "torch is not installed",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
     },
     "other commands": {
         OK: "success",
-        FAILED: "failure, contract violation, `junit summary --fail-on-new`",
-        BAD_INPUT: "bad input, rejected `/bot` comment, invalid test list",
+        FAILED: "failure (a contract violation, or new failures under `junit summary --fail-on-new`)",
+        BAD_INPUT: "bad input (a rejected `/bot` comment or an invalid test list)",
+        UNFINISHED: "a needed module is not installed (torch for `defects`)",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
     },
 }
 
 
+#: Widest line of the top-level help's exit table (issue 31: rows were 218 characters).
+HELP_WIDTH = 96
+
+
+def _codes(codes: dict[int, str]) -> str:
+    """``0 success; 1 failure; ...``: codes apart by ``;`` (a meaning may hold commas)."""
+    return "; ".join(f"{c} {meaning}" for c, meaning in codes.items())
+
+
 def exit_codes_help(command: str) -> str:
-    """One line for ``command``'s ``--help``: ``Exit codes: 0 no regression, 1 ...``."""
-    codes = EXIT_CODES[command]
-    return "Exit codes: " + ", ".join(f"{c} {meaning}" for c, meaning in codes.items()) + "."
+    """One paragraph for ``command``'s ``--help``: ``Exit codes: 0 no regression; 1 ...``."""
+    return f"Exit codes: {_codes(EXIT_CODES[command])}."
 
 
 def exit_codes_overview() -> str:
-    """The top-level ``--help`` epilog: every command's codes, a line each (click keeps lines
-    after ``\\b`` as they are)."""
+    """The top-level ``--help`` epilog: every command's codes, wrapped under its name to
+    :data:`HELP_WIDTH` (click keeps lines after ``\\b`` as they are)."""
+    import textwrap
+
     names = {name: name.removeprefix("regress ") for name in EXIT_CODES}
     width = max(len(short) for short in names.values())
-    rows = [
-        f"  {names[name]:{width}s}  " + ", ".join(f"{c} {m}" for c, m in codes.items())
-        for name, codes in EXIT_CODES.items()
-    ]
+    rows = []
+    for name, codes in EXIT_CODES.items():
+        head = f"  {names[name]:{width}s}  "
+        rows += textwrap.wrap(
+            _codes(codes),
+            HELP_WIDTH,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_on_hyphens=False,
+        )
     return "\b\nExit codes (README.md has the table):\n" + "\n".join(rows)
 
 

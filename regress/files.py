@@ -73,6 +73,28 @@ def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
     return target, not stat.S_ISREG(info.st_mode)
 
 
+def is_standard_output(path: str | os.PathLike[str] | None) -> bool:
+    """Whether an output path means standard output: ``-``, or a path on fd 1's open file.
+
+    ``/dev/stdout``, ``/proc/self/fd/1`` or the very file fd 1 is redirected to (same device and
+    inode) are standard output too. Written as a second descriptor they corrupt it: under
+    ``--json /dev/stdout > f`` the JSON is appended through its own descriptor while the summary,
+    written through fd 1 at offset 0, overwrites it. Treated as ``-``, the JSON goes alone
+    through fd 1 and the summary to stderr.
+    """
+    if path is None:
+        return False
+    if str(path) == STDOUT:
+        return True
+    if str(path) == "":
+        return False
+    try:
+        here, out = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):  # nothing there yet, or no fd 1 at all
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int = FILE_MODE) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 
@@ -139,6 +161,32 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file regress wrote (UTF-8)."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def read_record(path: str | os.PathLike[str], *, what: str, fix: str) -> dict[str, Any]:
+    """A JSON object regress stored (a bisect session, a results file); damaged is bad input.
+
+    A file cut by a full disk, edited by hand or overwritten with something else is the user's
+    to remove (exit 2 with ``fix``), never an internal error with a codec's or a parser's text.
+
+    Args:
+        what: what the file is (``"bisect session"``), for the message.
+        fix: what to do, e.g. ``"remove it with `regress bisect reset`"``.
+    """
+    try:
+        data = read_json(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read the {what} {path} ({exc.strerror}); {fix}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"the {what} {path} is damaged (not UTF-8 text); {fix}") from None
+    except ValueError as exc:  # json.JSONDecodeError
+        reason = getattr(exc, "msg", str(exc)).removesuffix(" at")
+        if hasattr(exc, "lineno"):
+            reason += f" at line {exc.lineno}, column {exc.colno}"
+        raise UsageError(f"the {what} {path} is damaged (not JSON: {reason}); {fix}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"the {what} {path} is damaged (not a JSON object); {fix}")
+    return data
 
 
 def json_digest(data: Any, *, length: int = 16) -> str:

@@ -119,7 +119,12 @@ class WorkFolder:
 
 
 def run_child(
-    argv: list[str], *, capture_output: bool = False, timeout: float | None = None, **popen
+    argv: list[str],
+    *,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    end_group: bool = False,
+    **popen,
 ) -> subprocess.CompletedProcess:
     """:func:`subprocess.run` for a child that must not outlive regress.
 
@@ -127,8 +132,9 @@ def run_child(
     the child's whole group: SIGTERM, so a child regress cleans up too, then SIGKILL after the
     grace period), carries the guardian's mark and is registered with it while it runs
     (``kill -9`` of regress ends it). After ``timeout`` seconds its group is ended and
-    :class:`subprocess.TimeoutExpired` raised, as :func:`subprocess.run` does. ``popen`` goes to
-    :class:`subprocess.Popen` (``text``, ``stdout``, ``env``, ``cwd``...).
+    :class:`subprocess.TimeoutExpired` raised, as :func:`subprocess.run` does. ``end_group``: also
+    SIGKILL what the child left in its group when it exits (a child that runs untrusted code).
+    ``popen`` goes to :class:`subprocess.Popen` (``text``, ``stdout``, ``env``, ``cwd``...).
     """
     if capture_output:
         popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -137,6 +143,9 @@ def run_child(
         guardian().watch_group(proc.pid)
         try:
             out, err = proc.communicate(timeout=timeout)
+            if end_group:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
         except BaseException:
             kill_group(proc)
             raise

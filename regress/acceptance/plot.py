@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from regress import DISTRIBUTION
 from regress.acceptance.report import Report
 from regress.errors import UsageError, require_module
 from regress.files import write_atomic
+from regress.install import install_hint
 
-_INSTALL = f"pip install matplotlib   (or: pip install '{DISTRIBUTION}[plot]')"
+_INSTALL = install_hint("plot")
 
 
 def _title(report: Report) -> tuple[str, str]:

@@ -38,5 +38,6 @@ class Cause(enum.StrEnum):
     ASKED_SKIP = "asked-skip"
     CRASH = "crash"
     NO_METRIC = "no-metric"
+    PROBE_FAILED = "probe-failed"
     NO_JUNIT = "no-junit"
     NO_TEST_RESULT = "no-test-result"

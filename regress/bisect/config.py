@@ -85,9 +85,11 @@ class BisectConfig:
                 f"--metric-runs {ends},{first},{most}: need at most-runs per endpoint >= 2 and "
                 "1 <= first runs per commit <= most runs per commit, e.g. 10,1,10"
             )
-        if self.gpus is not None and len(self.gpus) < self.jobs:
+        if self.gpus is not None and len(self.gpus) != self.jobs:
+            # more GPUs than jobs left some idle while the user believed all were used
             raise UsageError(
-                f"--gpus lists {len(self.gpus)} GPUs for --jobs {self.jobs}: give one per job"
+                f"--gpus lists {len(self.gpus)} GPUs for --jobs {self.jobs}: give one per job "
+                f"(or leave out --jobs: it defaults to the number of --gpus)"
             )
         self._check_jobs()
         self._check_specific()

@@ -31,6 +31,8 @@ FIXES = {
     "problem you are after",
     Cause.NO_METRIC: "check --metric / --metric-regex against what the probe prints (its "
     "standard output is the log)",
+    Cause.PROBE_FAILED: "the probe failed before it printed a result: run it by hand in a "
+    "checkout of that commit and fix what its error says",
     Cause.NO_JUNIT: "the pytest probe needs a pytest command line (it adds --junitxml)",
     Cause.NO_TEST_RESULT: "no test passed or failed there: check the test ids and the log",
 }

@@ -28,7 +28,7 @@ from regress.progress import Progress
 class BisectProgress:
     """A live update of a bisect for the progress callback (the CLI prints it on stderr)."""
 
-    kind: str  # "step", "note" or "warning"
+    kind: str  # "step", "started" (a probe run began), "note" or "warning"
     message: str = ""
     step: int = 0
     commits: list[str] = field(default_factory=list)
@@ -62,6 +62,7 @@ class Evaluator:
         self.executions = 0
         self.seen: dict[str, list[Outcome]] = {}  # every outcome per commit, for diagnoses
         self.partial: BisectResult
+        self.emit: Progress[BisectProgress] = lambda _p: None  # set by search()
 
     def outcomes(self, positions: Sequence[int]) -> list[Outcome]:
         shas = [self.rng.commits[p] for p in positions]
@@ -79,7 +80,11 @@ class Evaluator:
                 self.replay.record(shas[missing[j]], outcome)  # persisted as each run ends
                 out[missing[j]] = outcome
 
-            self.runner.run_many([shas[i] for i in missing], on_done=record)
+            def started(j: int) -> None:
+                p = positions[missing[j]]
+                self.emit(BisectProgress("started", f"{shas[missing[j]][:12]} ({self._role(p)})"))
+
+            self.runner.run_many([shas[i] for i in missing], on_done=record, on_start=started)
         self.executions += len(positions)
         for p, s, o, stored in zip(positions, shas, out, from_store, strict=True):
             assert o is not None
@@ -91,6 +96,15 @@ class Evaluator:
             step.cached += int(stored)
             self.seen.setdefault(s, []).append(o)
         return [o for o in out if o is not None]
+
+    def _role(self, p: int) -> str:
+        """What position ``p`` is to the user: an endpoint (by its option) or a commit between."""
+        old, new = ("--bad", "--good") if self.config.find_fix else ("--good", "--bad")
+        if p == 0:
+            return f"endpoint {old}"
+        if p == self.rng.n:
+            return f"endpoint {new}"
+        return f"commit {p} of {self.rng.n}"
 
     def verdicts(self, positions: Sequence[int]) -> list[Verdict]:
         verdicts = []
@@ -113,6 +127,7 @@ class Evaluator:
         self, kind: str, direction: int | None, emit: Progress[BisectProgress], started: float
     ) -> BisectResult:
         c = self.config
+        self.emit = emit
         evaluate: Callable[[Sequence[int]], Sequence[Verdict]] = self.verdicts
         judge = None
         if kind == "metric" and c.threshold is None:

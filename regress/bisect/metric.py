@@ -141,10 +141,7 @@ class MetricJudge:
         good, bad = self.samples.get(0, []), self.samples.get(self.n, [])
         if not good or not bad:
             end = "good" if not good else "bad"
-            error = EndpointError(
-                f"the metric probe produced no number at the {end} endpoint: check "
-                "--metric (the JSON path or regex) against the command's output there"
-            )
+            error = EndpointError(f"the metric probe produced no number at the {end} endpoint")
             error.position = 0 if end == "good" else self.n
             raise error
         if not self.separated():

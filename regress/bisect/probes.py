@@ -148,6 +148,15 @@ class ExitCodeProbe:
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
 
 
+def last_line(text: str, *, limit: int = 300) -> str:
+    """The last non-blank line of a probe's stderr, for a one-line reason (or say there is none)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "its stderr is empty"
+    line = lines[-1]
+    return f"its last stderr line: {line[:limit]}{'...' if len(line) > limit else ''}"
+
+
 def json_path(data: Any, path: str) -> Any:
     """Follow a dotted path with list indices, e.g. ``runs[1].score``.
 
@@ -249,9 +258,17 @@ class MetricProbe:
             value = self.value(run)
         except (ValueError, KeyError, TypeError) as exc:
             early = not_run(run)
+            why = exc.args[0] if isinstance(exc, KeyError) else exc
+            if early is None and run.exit_code:  # it failed: its exit and error, not --metric
+                return Outcome(
+                    Verdict.SKIP,
+                    f"exit {run.exit_code} and no metric ({why}); {last_line(run.stderr)}",
+                    exit_code=run.exit_code,
+                    details={CAUSE: Cause.PROBE_FAILED.value},
+                )
             return early or Outcome(
                 Verdict.SKIP,
-                f"no metric: {exc.args[0] if isinstance(exc, KeyError) else exc}",
+                f"no metric: {why}",
                 exit_code=run.exit_code,
                 details={CAUSE: Cause.NO_METRIC.value},
             )

@@ -105,21 +105,34 @@ class BisectResult:
 
 
 def to_junit(result: BisectResult) -> str:
-    """One testcase per probed commit: bad commits fail, untestable ones are skipped."""
+    """The bisect as a JUnit suite that a CI reporter shows green exactly when it succeeded.
+
+    One testcase per probed commit, named with its verdict: a bad commit is what the bisect
+    looked for, not a failed test, so it passes (a found culprit used to make the report red
+    with a failure per bad commit); an untestable one is skipped. A last testcase, ``outcome``,
+    carries the verdict on the whole: it fails when the bisect gave no answer (exit 3).
+    """
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(f"regress-bisect {result.good[:12]}..{result.bad[:12]}")
     for step in result.steps:
-        case = TestCase(f"{step.commit[:12]} {step.subject}".strip(), classname="regress.bisect")
         runs = ", ".join(f"{v} ({r})" for v, r in zip(step.verdicts, step.reasons, strict=False))
-        if "bad" in step.judged or (not step.judged and "bad" in step.verdicts):
-            case.result = [Failure(f"bad: {runs}")]
-        elif not step.judged and not step.verdicts:
-            case.result = [Skipped("not judged")]
-        elif set(step.judged or step.verdicts) == {"skip"}:
-            case.result = [Skipped(f"untestable: {runs}")]
+        judged = set(step.judged or step.verdicts)
+        verdict = "bad" if "bad" in judged else "good" if "good" in judged else "untestable"
+        if not step.judged and not step.verdicts:
+            verdict = "not judged"
+        name = f"{step.commit[:12]} [{verdict}] {step.subject}".strip()
+        case = TestCase(name, classname="regress.bisect")
+        if verdict in ("untestable", "not judged"):
+            case.result = [Skipped(f"{verdict}: {runs}" if runs else verdict)]
         case.system_out = runs
         suite.add_testcase(case)
+    outcome = TestCase("outcome", classname="regress.bisect")
+    summary = result.summary().splitlines()[0]
+    if result.exit_code != 0:
+        outcome.result = [Failure(f"{result.status}: {summary}")]
+    outcome.system_out = summary
+    suite.add_testcase(outcome)
     suite.add_property("status", result.status)
     if result.culprit:
         suite.add_property("culprit", result.culprit.sha)

@@ -181,17 +181,24 @@ class ProbeRunner:
         self._session = time.strftime("%Y%m%d-%H%M%S")  # log names stay unique across resumes
 
     def run_many(
-        self, shas: Sequence[str], on_done: Callable[[int, Outcome], None] | None = None
+        self,
+        shas: Sequence[str],
+        on_done: Callable[[int, Outcome], None] | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> list[Outcome]:
         """One run per sha, ``jobs`` at a time, one slot each; results in input order.
 
         ``on_done(index, outcome)`` is called in the calling thread as each run finishes, so the
         caller can persist it at once: a kill -9 then loses only the runs still in flight.
+        ``on_start(index)`` is called in the calling thread as each run is started, so a user
+        watching a 10-minute probe knows what it is doing from the first second.
         """
         done = on_done or (lambda _i, _o: None)
+        begin = on_start or (lambda _i: None)
         out: dict[int, Outcome] = {}
         if len(shas) <= 1 or self.config.jobs == 1:
             for i, sha in enumerate(shas):
+                begin(i)
                 out[i] = self.run(0, sha)
                 done(i, out[i])
             return [out[i] for i in range(len(shas))]
@@ -199,6 +206,8 @@ class ProbeRunner:
             batch = shas[start : start + self.config.jobs]
             pool = ThreadPoolExecutor(max_workers=len(batch))
             try:
+                for slot in range(len(batch)):
+                    begin(start + slot)
                 futures = {
                     pool.submit(self.run, slot, sha): start + slot for slot, sha in enumerate(batch)
                 }
@@ -302,7 +311,9 @@ class ProbeRunner:
                         start_new_session=True,
                     )
                 except OSError as exc:
-                    return Finished(exit_code=None, error=str(exc), errno=exc.errno)
+                    # the OS's words, not Python's "[Errno 2] ..." rendering of them
+                    said = f"{exc.strerror}: {exc.filename or argv[0]}" if exc.strerror else exc
+                    return Finished(exit_code=None, error=str(said), errno=exc.errno)
                 self._live.add(proc)
             guardian().watch_group(proc.pid)
             try:

@@ -36,8 +36,11 @@ from regress.bisect.store import (
     session_path,
 )
 from regress.errors import UsageError
-from regress.files import read_json, write_json_atomic
+from regress.files import read_record, write_json_atomic
 from regress.progress import Progress
+
+#: What to do about a damaged stored session.
+_RESET = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
 
 
 @dataclass
@@ -203,7 +206,17 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
     repo = gitlib.open_repo(config_repo)
     root = cache_root(repo, cache_dir)
     path = session_path(root)
-    return root, (read_json(path) if path.exists() else None)
+    if not path.exists():
+        return root, None
+    record = read_record(path, what="bisect session", fix=_RESET)
+    config = record.get("config")
+    if (
+        not isinstance(record.get("key"), str)
+        or not isinstance(config, dict)
+        or not {"good", "bad", "command"} <= set(config)
+    ):
+        raise UsageError(f"the bisect session {path} is damaged (no key or config); {_RESET}")
+    return root, record
 
 
 def config_from_session(record: dict) -> BisectConfig:
@@ -215,7 +228,10 @@ def config_from_session(record: dict) -> BisectConfig:
         **{k: v for k, v in moved.items() if v is not None},
         **stored.get("options", {}),
     }
-    return BisectConfig(**stored)
+    try:
+        return BisectConfig(**stored)
+    except TypeError as exc:  # a field renamed by hand or by another version
+        raise UsageError(f"the stored bisect session does not load ({exc}); {_RESET}") from None
 
 
 def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:
@@ -273,7 +289,12 @@ def _status_lines(config: BisectConfig, session: str, result: BisectResult) -> l
         f"repository: {config.repo}",
         f"command: {shlex.join(config.command)}",
     ]
-    if session == "killed":
+    if session == "running":  # a live process holds the lock: rerunning would only wait
+        lines.append(
+            f"a bisect is running now ({result.strategy} search, top candidate mass "
+            f"{result.confidence:.3f} so far); wait for it, or follow it with `regress bisect log`"
+        )
+    elif session == "killed":
         lines.append(
             "the bisect stopped without finishing (killed?); rerun the same `regress bisect run` "
             "command to resume"
@@ -290,7 +311,7 @@ def _status_lines(config: BisectConfig, session: str, result: BisectResult) -> l
 
 def bisect_reset(repo: str = ".", cache_dir: str | None = None) -> str:
     """Delete the repository's bisect cache (results, session, clones, logs)."""
-    root, _ = load_session(repo, cache_dir)
+    root = cache_root(gitlib.open_repo(repo), cache_dir)  # a damaged session is removed too
     if not root.exists():
         return f"nothing to reset ({root} does not exist)"
     with locked(root):

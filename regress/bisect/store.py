@@ -30,10 +30,12 @@ from typing import Any
 from regress import files
 from regress.bisect.causes import DID_NOT_RUN
 from regress.bisect.verdicts import Outcome
-from regress.errors import RegressError
-from regress.files import file_lock, json_digest, read_json, write_json_atomic
+from regress.errors import RegressError, UsageError
+from regress.files import file_lock, json_digest, read_record, write_json_atomic
 
 SCHEMA = 1
+#: What to do about a damaged stored file.
+_RESET = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
 
 #: Files the probe command names are keyed by content up to this size, by size and mtime above
 #: it (a checkpoint passed as an argument should not cost a full read per run).
@@ -104,13 +106,18 @@ class ResultStore:
         self.persist = persist
         self.runs: list[tuple[str, Outcome]] = []
         if persist and self.path.exists():
-            data = read_json(self.path)
+            data = read_record(self.path, what="bisect results file", fix=_RESET)
             if data.get("schema") != SCHEMA:
                 raise RegressError(
                     f"{self.path} was written by another version of regress (schema "
                     f"{data.get('schema')}); remove it with `regress bisect reset`"
                 )
-            self.runs = [(r["commit"], Outcome.from_json(r["outcome"])) for r in data["runs"]]
+            try:
+                self.runs = [(r["commit"], Outcome.from_json(r["outcome"])) for r in data["runs"]]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise UsageError(
+                    f"the bisect results file {self.path} is damaged (a run lacks {exc}); {_RESET}"
+                ) from None
 
     def outcomes(self, sha: str) -> list[Outcome]:
         """The stored runs at ``sha`` that may be replayed (see :func:`replayable`)."""

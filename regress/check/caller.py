@@ -71,8 +71,10 @@ class DraftSettings:
     fail_at: int | None = None
 
 
-class Checkpoint(tuple):
-    """``(label, metadata)``, with what the checker needs to judge it as attributes.
+class CallPoint(tuple):
+    """``(label, metadata)`` at one point of the caller's run, with what the checker needs to judge
+    it as attributes (the stale-state oracle's own point is
+    :class:`regress.dsa.stale_check.Checkpoint`).
 
     Attributes:
         method: the metadata method that just returned (None at a draft forward or model step).
@@ -84,7 +86,7 @@ class Checkpoint(tuple):
         rebuilt: the metadata was given a rebuild call since the layout last changed.
     """
 
-    def __new__(cls, label: str, metadata: Any, **info: Any) -> Checkpoint:
+    def __new__(cls, label: str, metadata: Any, **info: Any) -> CallPoint:
         self = super().__new__(cls, (label, metadata))
         self.method = info.get("method")
         self.step = info.get("step")
@@ -121,14 +123,8 @@ class CallerRun:
     result: Any = None
     _source: Any = field(default=None, repr=False)
 
-    def __iter__(self) -> Iterator[Checkpoint]:
+    def __iter__(self) -> Iterator[CallPoint]:
         return self._source(self)
-
-    @property
-    def never_rebuilt(self) -> bool:
-        """The caller ran draft forwards but never called a rebuild method on the metadata."""
-        forwards = any(c.startswith("draft_forward_") for c in self.calls)
-        return forwards and not any(c.split("#")[0] in REBUILDS for c in self.calls)
 
 
 def caller_checkpoints(
@@ -148,7 +144,7 @@ def caller_checkpoints(
             per-thread recorder, such as a write log's :meth:`~regress.dsa.write_log.WriteLog.in_thread`).
 
     Returns:
-        A :class:`CallerRun`: iterate it for :class:`Checkpoint` ``(label, metadata)`` tuples;
+        A :class:`CallerRun`: iterate it for :class:`CallPoint` ``(label, metadata)`` tuples;
         ``.caller`` names what ran. Iterating runs the loop; iterate once.
     """
     found = workers.catalog(up)
@@ -193,7 +189,7 @@ def _not_a_verify_layout(md: Any, settings: DraftSettings) -> str:
 
 
 def _model_source(md: Any, settings: DraftSettings):
-    def source(run: CallerRun) -> Iterator[Checkpoint]:
+    def source(run: CallerRun) -> Iterator[CallPoint]:
         for label in draft_checkpoints(
             md,
             settings.max_draft_len,
@@ -202,7 +198,7 @@ def _model_source(md: Any, settings: DraftSettings):
         ):
             run.calls.append(label)
             step = int(label.rsplit("_", 1)[1]) if label.startswith("draft_step_") else None
-            yield Checkpoint(label, md, step=step, guaranteed=True, reads=step is not None)
+            yield CallPoint(label, md, step=step, guaranteed=True, reads=step is not None)
 
     return source
 
@@ -223,7 +219,7 @@ class _Handoff:
         self.error: BaseException | None = None
         self.abandoned = False
 
-    def offer(self, item: Checkpoint) -> None:
+    def offer(self, item: CallPoint) -> None:
         """Worker side: hand ``item`` over and wait until the consumer wants the next one."""
         if self.abandoned:
             return
@@ -241,7 +237,7 @@ def _upstream_source(
     settings: DraftSettings,
     thread_context: Callable[[], AbstractContextManager[Any]],
 ):
-    def source(run: CallerRun) -> Iterator[Checkpoint]:
+    def source(run: CallerRun) -> Iterator[CallPoint]:
         hand = _Handoff()
         spy = _Spy(md, hand, run)
         thread = threading.Thread(
@@ -357,7 +353,7 @@ class _Spy:
             self.rebuild_layout = _layout(self.md)
         step = self.forwards - 1 if self.forwards else None
         self.hand.offer(
-            Checkpoint(label, self.md, method=name, step=step, guaranteed=name in REBUILDS)
+            CallPoint(label, self.md, method=name, step=step, guaranteed=name in REBUILDS)
         )
 
     def draft_forward(self, md: Any) -> None:
@@ -367,7 +363,7 @@ class _Spy:
         self.run.calls.append(label)
         rebuilt = _layout(md) == self.rebuild_layout
         self.hand.offer(
-            Checkpoint(
+            CallPoint(
                 label, md, step=self.forwards - 1, guaranteed=True, reads=True, rebuilt=rebuilt
             )
         )

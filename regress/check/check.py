@@ -1,4 +1,8 @@
-"""``regress check``'s library side: resolve the tree, load it in the sandbox, run the scenarios."""
+"""``regress check``'s library side: resolve the tree, load it in the sandbox, run the scenarios.
+
+:func:`run_check` runs in the process that calls it; ``regress check`` and the ``trtllm-source``
+bisect recipe run it in a child process (:mod:`regress.check.isolation`).
+"""
 
 from __future__ import annotations
 
@@ -7,31 +11,24 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from regress.check.catalog import SCENARIOS, Scenario, by_name
 from regress.check.matrix import base_cell, cells, find_axes
-from regress.check.production import MATRIX, run_cells
+from regress.check.production import run_cells
 from regress.check.report import CheckReport
-from regress.check.scenarios import OPT_IN, SCENARIOS, ScenarioResult
+from regress.check.results import ScenarioResult
+from regress.check.status import ReportStatus, ScenarioStatus
 from regress.progress import Progress
 from regress.sandbox import Ledger, SandboxGap
 from regress.sandbox.blame import blame, describe
 from regress.sandbox.eras import Settings, Upstream, all_values, plan_for
 from regress.sandbox.shells import Sandbox
-from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
+from regress.tree.source import SourceTree, SourceTreeError, resolve_source_tree
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
 
 #: What a gap asks of the reader (exit 3; a bisect probe skips the commit).
-_NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
-
-
-def scenario_names() -> list[str]:
-    """Every scenario ``--scenario`` accepts (``matrix``: the production cells)."""
-    return [*SCENARIOS, MATRIX]
-
-
-def _scenarios():
-    return dict(SCENARIOS)
+NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
 
 
 def run_check(
@@ -40,6 +37,7 @@ def run_check(
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
     progress: Progress[str] | None = None,
+    tree: SourceTree | None = None,
     matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
@@ -49,62 +47,62 @@ def run_check(
 
     Args:
         source: a TensorRT-LLM checkout (or its ``tensorrt_llm`` directory).
-        scenarios: names from :func:`scenario_names` (default: all but the opt-in ones).
+        scenarios: names of :data:`~regress.check.catalog.SCENARIOS` (default: all but the
+            opt-in ones).
         settings: SM version and SM count the code is told it runs on.
         progress: receives one line per scenario started.
-        matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the ``matrix``
-            scenario runs; the other scenarios run in the base cell (``matrix.BASE``).
+        tree: ``source`` already resolved (the caller's), so it is resolved once per check.
+        matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the per-cell
+            scenarios (``matrix``) run in; the others run once, in the base cell
+            (:data:`regress.check.matrix.BASE`).
     """
     started = time.monotonic()
     emit = progress or (lambda _m: None)
     report = CheckReport(source=str(source))
-    table = _scenarios()
-    wanted = list(scenarios or [*(name for name in table if name not in OPT_IN), MATRIX])
-    try:
-        layout = resolve_source_tree(source)
-    except TrtllmLayoutError as exc:
-        report.status, report.error = "not-a-tree", str(exc)
-        return report
-    report.era = layout.era
-    plan = plan_for(layout)
+    wanted = list(scenarios or [s.name for s in SCENARIOS if not s.opt_in])
+    if tree is None:
+        try:
+            tree = resolve_source_tree(source)
+        except SourceTreeError as exc:
+            report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
+            return report
+    report.era, report.tree = tree.era.name, tree
+    plan = plan_for(tree)
     settings = settings or Settings()
     ledger = Ledger()
     report.ledger = ledger
-    gaps: list[str] = []
     try:
         with Sandbox(
             plan.checkout, plan.real, all_values(plan, settings), env=plan.env, ledger=ledger
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
-            for name in (n for n in wanted if n != MATRIX):
+            table = by_name()
+            for name in (n for n in wanted if not table[n].per_cell):
                 emit(f"scenario {name}")
-                results, gap = _run(table[name], up, name)
-                report.results.extend(results)
-                gaps += [gap] if gap else []
+                report.results.extend(_run(table[name], up))
     except SandboxGap as exc:
-        report.status, report.error = "gap", str(exc)
+        report.status, report.error = ReportStatus.GAP, str(exc)
     except (Exception, SystemExit) as exc:  # not importable: a syntax error, NUL bytes, an exit
         found = blame(exc, plan.checkout)
         cause = describe(exc, found)
         if found.owner not in ("import", "exit"):
             cause = f"loading the tree raised {cause}"
-        report.status, report.error = "gap", cause + _NEXT
-    axes = find_axes(layout, plan.fused_gates)
+        report.status, report.error = ReportStatus.GAP, cause + NEXT
+    axes = find_axes(tree, plan.fused_gates)
     base = str(base_cell(axes, settings.sm))
     for result in report.results:  # the scenarios outside the matrix ran in the base cell
         for v in result.violations:
             v.details.setdefault("cell", base)
     report.cells = [base]
-    if MATRIX in wanted and report.status != "gap":
+    per_cell = [by_name()[n] for n in wanted if by_name()[n].per_cell]
+    if per_cell and report.status != ReportStatus.GAP:
         run = cells(matrix, axes)
         report.cells += [str(c) for c in run]
-        results, cell_gaps = run_cells(plan, run, settings, ledger, load=_load, run=_run, emit=emit)
-        report.results.extend(results)
-        gaps += cell_gaps
+        report.results += run_cells(
+            plan, run, per_cell, settings, ledger, load=_load, run=_run, emit=emit
+        )
     _divergences(ledger, plan)
     report.finish()
-    if report.status == "pass" and gaps:  # a violation elsewhere is still a verdict
-        report.status, report.error = "gap", gaps[0]
     report.seconds = time.monotonic() - started
     return report
 
@@ -123,26 +121,27 @@ def _load(sandbox: Sandbox, plan, ledger: Ledger) -> Upstream:
     )
 
 
-def _run(fn, up: Upstream, name: str) -> tuple[list[ScenarioResult], str | None]:
-    """The scenario's results, and the cause when it could not judge the tree (a gap).
+def _run(scenario: Scenario, up: Upstream) -> list[ScenarioResult]:
+    """The scenario's results; one ``gap`` result when it could not judge the tree.
 
     Only an exception whose innermost non-library frame is upstream's is a verdict (a broken
     contract); one raised in a fake, a stub, the CUDA runtime, an import, an exit or regress's own
-    driver is a gap (:mod:`regress.sandbox.blame`).
+    driver is a gap (:mod:`regress.sandbox.blame`), which :meth:`CheckReport.finish` turns into
+    the report's gap unless a contract is broken elsewhere.
     """
     try:
-        return fn(up), None
+        return scenario.run(up)
     except (Exception, SystemExit) as exc:
         found = blame(exc, up.plan.checkout)
-        result = ScenarioResult(name, status="gap")
+        result = ScenarioResult(scenario.name, status=ScenarioStatus.GAP)
         if found.is_gap:
             result.note = describe(exc, found)
-            return [result], f"scenario {name}: {result.note}{_NEXT}"
+            return [result]
         from regress.dsa.invariants import Violation
 
         message = f"upstream raised {describe(exc, found)}"
         result.add([Violation("upstream_raised", message, {"site": found.site})], "while running")
-        return [result], None
+        return [result]
 
 
 def _kv_cache_params(sandbox: Sandbox) -> type:

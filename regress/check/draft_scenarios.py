@@ -10,8 +10,10 @@ contract broken while upstream's caller drives upstream's metadata fails a tree.
   own draft loop with zero, partial and full acceptance; then, for the preferred worker, a batch
   that mixes contexts and generations (the restore must bring back ``num_contexts`` and
   ``host_request_types``, as upstream's newer ``SpecWorkerBase`` does and pins in its test of the
-  restore lifecycle, stored id 57444030939) and ``runtime_draft_len == 0`` (``skip_drafting``).
-* ``metadata_classes``: every DSA-family metadata class of the tree (:func:`maps.dsa_family`), each
+  restore lifecycle, a stored test file whose commit is unknown) and ``runtime_draft_len == 0``
+  (``skip_drafting``).
+* ``metadata_classes`` (:func:`every_metadata_class`): every DSA-family metadata class of the tree
+  (:func:`maps.dsa_family`), each
   map it carries checked after every call of the preferred caller.
 * ``fused_metadata``: the eager path with the tree's fused-metadata gate forced off
   (:data:`regress.sandbox.eras.ENV`); the fused Triton kernel itself is never run.
@@ -27,8 +29,8 @@ import inspect
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
+from regress.check.status import ScenarioStatus
 from regress.check.steps import (
-    Layout,
     ScenarioResult,
     caller_note,
     drive,
@@ -36,14 +38,15 @@ from regress.check.steps import (
     observe,
     target_forward,
 )
+from regress.dsa.batch import Batch
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.workers import catalog
 from regress.tree.maps import check_maps, dsa_family, load_class, maps_of
 
 #: The acceptance pattern every worker gets: full, zero, partial, partial (bonus counted).
 ACCEPTED = [4, 1, 2, 3]
-DECODE = Layout("decode_4x4", (4, 4, 4, 4), 0, 3)
-MIXED = Layout("mixed_ctx_gen", (6, 3, 4, 4), 2, 3)
+DECODE = Batch((4, 4, 4, 4), 0, max_draft_len=3, name="decode_4x4")
+MIXED = Batch((6, 3, 4, 4), 2, max_draft_len=3, name="mixed_ctx_gen")
 
 
 def _calls(run: Any) -> str:
@@ -77,7 +80,7 @@ def draft_callers(up: Any) -> list[ScenarioResult]:
         md, kvm = target_forward(up, DECODE)
         run = drive(up, md, kvm, DraftSettings(3, ACCEPTED, worker=worker.name), result)
         result.note += f"; calls: {_calls(run)}"
-        if result.status == "warn":
+        if result.status == ScenarioStatus.WARN:
             result.note += f"; finding: {worker.name} never lets the metadata rebuild its maps"
         out.append(result)
     best = found.pick()
@@ -117,21 +120,21 @@ def _mixed(up: Any, worker: str) -> ScenarioResult:
 def _no_drafting(up: Any, worker: str) -> ScenarioResult:
     """``runtime_draft_len == 0``: the worker skips drafting; the prepared maps stay right."""
     result = ScenarioResult(f"draft_callers/{worker}/runtime_draft_len_0")
-    md, kvm = target_forward(up, Layout("decode_1", (1, 1, 1, 1), 0, 3))
+    md, kvm = target_forward(up, Batch((1, 1, 1, 1), 0, max_draft_len=3, name="decode_1"))
     run = drive(up, md, kvm, DraftSettings(3, [1] * 4, runtime_draft_len=0, worker=worker), result)
     result.add(observe(md, "after skip_drafting", result, pages=kvm), "after skip_drafting")
     result.note += f"; {len(run.calls)} metadata calls"
     return result
 
 
-def metadata_classes(up: Any) -> list[ScenarioResult]:
+def every_metadata_class(up: Any) -> list[ScenarioResult]:
     """Every DSA-family class of the tree, every map it carries, after every caller's call."""
-    from regress.tree.layout import DSA_METADATA_CLASS
+    from regress.tree.source import DSA_METADATA_CLASS
 
     plan = up.plan
-    sparse = plan.layout.dsa_metadata.file.parent.parent.relative_to(plan.layout.package_dir)
+    sparse = plan.tree.dsa_metadata.file.parent.parent.relative_to(plan.tree.package_dir)
     out = []
-    for found in dsa_family(plan.layout.package_dir, str(sparse), DSA_METADATA_CLASS):
+    for found in dsa_family(plan.tree.package_dir, str(sparse), DSA_METADATA_CLASS):
         result = ScenarioResult(f"metadata_classes/{found.name}")
         try:
             cls = load_class(up, found)
@@ -139,7 +142,7 @@ def metadata_classes(up: Any) -> list[ScenarioResult]:
         except Exception as exc:  # built with regress's fakes: not a contract of the tree
             from regress.sandbox.blame import blame, describe
 
-            result.status = "gap"
+            result.status = ScenarioStatus.GAP
             result.note = f"could not build {found.name} in the sandbox: " + describe(
                 exc, blame(exc, plan.checkout)
             )
@@ -171,7 +174,10 @@ def fused_metadata(up: Any) -> list[ScenarioResult]:
     result = ScenarioResult("fused_metadata/eager_path")
     gates = up.plan.fused_gates
     if not gates:
-        result.status, result.note = "skip", "the DSA module reads no fused-metadata gate"
+        result.status, result.note = (
+            ScenarioStatus.SKIP,
+            "the DSA module reads no fused-metadata gate",
+        )
         return [result]
     md, kvm = target_forward(up, DECODE)
     drive(up, md, kvm, DraftSettings(3, ACCEPTED), result)
@@ -188,10 +194,16 @@ def draft_kv_cache(up: Any) -> list[ScenarioResult]:
     result = ScenarioResult("draft_kv_cache/separate_manager")
     fields = getattr(up.metadata_cls, "__dataclass_fields__", {})
     if "draft_kv_cache_manager" not in fields:
-        result.status, result.note = "skip", "this metadata takes no draft_kv_cache_manager"
+        result.status, result.note = (
+            ScenarioStatus.SKIP,
+            "this metadata takes no draft_kv_cache_manager",
+        )
         return [result]
     if not catalog(up).workers:
-        result.status, result.note = "skip", "no upstream worker to switch the draft KV cache"
+        result.status, result.note = (
+            ScenarioStatus.SKIP,
+            "no upstream worker to switch the draft KV cache",
+        )
         return [result]
     draft = FakeKVCacheManager(len(DECODE.seq_lens), block_base=10_000)
     md, kvm = target_forward(up, DECODE, draft_kv_cache_manager=draft)
@@ -234,14 +246,15 @@ def ragged_verify(up: Any) -> list[ScenarioResult]:
 
     The metadata is built the way upstream builds it for ragged verification: where the class
     takes :data:`RAGGED_SWITCH`, it is passed to the constructor (the row buffers are allocated
-    in ``__post_init__`` from it); an older class (stored id 57530523289) has no switch and
+    in ``__post_init__`` from it); an older class (the newest stored version of the era-B path's
+    ``sparse/dsa/metadata.py``, commit unknown) has no switch and
     ``ragged_verify_lens`` alone turns the feature on. Upstream raising on these inputs is a gap:
     the windows are regress's choice, so the refusal says nothing about the tree.
     """
     result = ScenarioResult("ragged_verify/windows_4_2_3_1")
     cls = up.metadata_cls
     if not hasattr(cls, "ragged_verify_lens"):
-        result.status, result.note = "skip", "this metadata has no ragged verification"
+        result.status, result.note = ScenarioStatus.SKIP, "this metadata has no ragged verification"
         return [result]
     switch = _has_switch(cls)
     try:
@@ -252,7 +265,7 @@ def ragged_verify(up: Any) -> list[ScenarioResult]:
     except Exception as exc:  # regress chose the windows: a refusal is not a verdict
         from regress.sandbox.blame import blame, describe
 
-        result.status, result.violations = "gap", []
+        result.status, result.violations = ScenarioStatus.GAP, []
         how = f"built with {RAGGED_SWITCH}=True" if switch else f"no {RAGGED_SWITCH} switch"
         result.note = (
             f"the ragged-verification input regress chose ({how}) was refused: "
@@ -285,8 +298,9 @@ def _ragged_metadata(up: Any, cls: type, switch: bool) -> Any:
 
 def _enabling(cls: type) -> type:
     """``cls`` whose constructor gets ``enable_ragged_verification=True`` (the keyword upstream's
-    ``__init__`` pops, 186080bb; its own ragged test builds the object with it, stored id
-    57418591322; the engine call that passes it was not found in the stored files).
+    ``__init__`` pops, 186080bb; its own ragged test, ``test_feature_off_rejects_ragged_layout``
+    in a stored version whose commit is unknown, builds the object with it; the engine call that
+    passes it was not found in the stored files).
 
     A subclass in ``cls``'s own module (so the era's sparse settings resolve as for ``cls``) that
     only adds the keyword: every method the scenario runs is upstream's.
@@ -303,7 +317,8 @@ def _device_windows(md: Any, result: ScenarioResult) -> None:
     """Install other windows of the same total on device; the maps must follow the device layout.
 
     In device-window mode the host windows fix only the captured shape and
-    ``apply_device_ragged_layout`` installs the true ones (stored id 57530523289), so the maps
+    ``apply_device_ragged_layout`` installs the true ones (the newest stored version of the era-B
+    path's ``sparse/dsa/metadata.py``, commit unknown), so the maps
     are judged against the device ``seq_lens`` there.
     """
     import torch

@@ -45,7 +45,7 @@ from typing import Any
 
 from regress.check.results import CALLER_FINDINGS
 from regress.errors import UsageError
-from regress.tree.layout import DSA_METADATA_CLASS
+from regress.tree.source import DSA_METADATA_CLASS
 
 #: The class judged by every scenario that names none: the tree's DSA metadata class.
 DEFAULT_CLASS = DSA_METADATA_CLASS

@@ -151,18 +151,19 @@ def _read(path: Path) -> str:
         return ""
 
 
-def find_axes(layout: Any, fused_gates: Sequence[str]) -> TreeAxes:
-    """Read the tree's source for each axis (``layout``: a resolved :class:`TrtllmLayout`).
+def find_axes(tree: Any, fused_gates: Sequence[str]) -> TreeAxes:
+    """Read the tree's source for each axis (``tree``: a resolved
+    :class:`~regress.tree.source.SourceTree`).
 
     ``fused_gates``: the env gates the DSA module reads (:func:`regress.sandbox.eras.fused_gates`).
     """
-    pkg = layout.package_dir
-    dsa = layout.dsa_metadata.file
-    backends = layout.trtllm_metadata.file.parent
+    pkg = tree.package_dir
+    dsa = tree.dsa_metadata.file
+    backends = tree.trtllm_metadata.file.parent
     # the params dataclasses first: where a switch is declared is the place to cite
     files = [dsa.parent / "params.py", backends / "sparse" / "params.py", dsa]
     texts = {p: _read(p) for p in files if p.is_file()}
-    bases = {p: _read(p) for p in (layout.attention_metadata.file, layout.trtllm_metadata.file)}
+    bases = {p: _read(p) for p in (tree.attention_metadata.file, tree.trtllm_metadata.file)}
 
     def where(name: str, among: dict[Path, str]) -> Found | None:
         pattern = re.compile(rf"\b{re.escape(name)}\b")

@@ -30,6 +30,7 @@ from regress.check.caller import DraftSettings
 from regress.check.matrix import Cell, CellSettings, settings_for
 from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
 from regress.check.results import ScenarioResult
+from regress.check.status import ScenarioStatus
 from regress.check.steps import drive, observe, tree_prepare
 from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
@@ -63,7 +64,7 @@ def triton_missing(plan: Any, cell: Cell) -> str:
     """Why ``cell`` cannot run here ('' when it can): its fused path imports Triton, absent."""
     if not cell.on("fused"):
         return ""
-    dsa_dir = plan.layout.dsa_metadata.file.parent
+    dsa_dir = plan.tree.dsa_metadata.file.parent
     needs = [
         p.name
         for p in sorted(dsa_dir.glob("*.py"))
@@ -81,7 +82,7 @@ def fused_modules(plan: Any) -> list[str]:
     """The modules beside the DSA module defining a fused decode-metadata kernel
     (``def fused_dsa_decode_metadata``: ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later
     ``kernels.py`` @ 25dc9ac1): executed from source in a ``fused=on`` cell, never stubbed."""
-    dsa_dir = plan.layout.dsa_metadata.file.parent
+    dsa_dir = plan.tree.dsa_metadata.file.parent
     package = plan.dsa_module.rsplit(".", 1)[0]
     return [
         f"{package}.{p.stem}"
@@ -94,8 +95,10 @@ def _tag(found: list[Violation], cell: Cell) -> list[Violation]:
     return [Violation(v.check, v.message, {**v.details, "cell": str(cell)}) for v in found]
 
 
-def run_cell(up: Any, cell: Cell, cfg: CellSettings) -> list[ScenarioResult]:
-    """The battery of the module docstring on the loaded tree ``up``, set up for ``cell``."""
+def run_cell(up: Any) -> list[ScenarioResult]:
+    """The battery of the module docstring on the loaded tree ``up``, set up for its cell
+    (``up.matrix_cell``: the :class:`Cell` and its :class:`CellSettings`)."""
+    cell, cfg = up.matrix_cell
     result = ScenarioResult(f"{MATRIX}/{cell}")
     first = padded(VERIFY, CAPACITY, DUMMY_ID) if cfg.pad else VERIFY
     dummy = DUMMY_ID if cfg.pad else None
@@ -176,48 +179,51 @@ def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> It
 def run_cells(
     plan: Any,
     cells: Sequence[Cell],
+    scenarios: Sequence[Any],
     settings: Any,
     ledger: Any,
     *,
     load: Callable[[Any, Any, Any], Any],
-    run: Callable[[Callable[[Any], list[ScenarioResult]], Any, str], tuple[list, str | None]],
+    run: Callable[[Any, Any], list[ScenarioResult]],
     emit: Callable[[str], None],
-) -> tuple[list[ScenarioResult], list[str]]:
-    """Every cell in its own sandbox: the results, and the gaps (why a cell could not judge).
+) -> list[ScenarioResult]:
+    """The per-cell ``scenarios`` (catalog records) in every cell, each cell in its own sandbox.
 
     ``load`` loads the tree in a sandbox (``regress.check.check``'s), ``run`` turns a scenario's
-    exception into a gap or a verdict as every scenario's (``regress.check.check._run``).
+    exception into a gap or a verdict as for every scenario (``regress.check.check._run``). A
+    result that names no cell is renamed ``<scenario>/<cell>``; every violation carries the cell.
     """
     from regress.sandbox import SandboxGap
     from regress.sandbox.blame import blame, describe
 
     out: list[ScenarioResult] = []
-    gaps: list[str] = []
     for cell in cells:
-        emit(f"scenario {MATRIX} cell {cell}")
-        name = f"{MATRIX}/{cell}"
-        missing = triton_missing(plan, cell)
-        if missing:
-            out.append(ScenarioResult(name, "gap", note=missing))
-            gaps.append(missing)
-            continue
         cfg = settings_for(cell, plan.fused_gates)
+        results: list[ScenarioResult] = []
+        missing = triton_missing(plan, cell)
         try:
+            if missing:
+                raise SandboxGap(missing)
             with cell_sandbox(plan, cfg, settings, ledger) as sandbox:
                 up = load(sandbox, plan, ledger)
                 up.sparse_overrides = dict(cfg.params)
-                results, gap = run(lambda u, c=cell, g=cfg: run_cell(u, c, g), up, name)
+                up.matrix_cell = (cell, cfg)
+                for scenario in scenarios:
+                    emit(f"scenario {scenario.name} cell {cell}")
+                    results += run(scenario, up)
         except SandboxGap as exc:
-            results, gap = [ScenarioResult(name, "gap", note=str(exc))], str(exc)
+            note = missing or str(exc)
+            results = [ScenarioResult(s.name, ScenarioStatus.GAP, note=note) for s in scenarios]
         except Exception as exc:  # the tree does not load in this cell
             note = describe(exc, blame(exc, plan.checkout))
-            results, gap = [ScenarioResult(name, "gap", note=note)], f"{name}: {note}"
+            results = [ScenarioResult(s.name, ScenarioStatus.GAP, note=note) for s in scenarios]
         for r in results:
+            if "/" not in r.name:
+                r.name = f"{r.name}/{cell}"
             r.violations = _tag(r.violations, cell)
         out += results
-        gaps += [gap] if gap else []
     ledger.real_modules[:] = list(dict.fromkeys(ledger.real_modules))  # each cell loads them again
-    return out, gaps
+    return out
 
 
 __all__ = ["CAPACITY", "DRAFT_LEN", "MATRIX", "VERIFY", "cell_sandbox", "run_cell", "run_cells"]

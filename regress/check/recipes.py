@@ -10,7 +10,7 @@ chosen with ``--recipe NAME``:
   fakes) is untestable: git bisect's skip, so the search steps around it.
 * ``trtllm`` (overlay) and ``trtllm-precompiled``: Python-only rebuilds. Both historical DSA bugs
   are Python-only, so each worktree gets the compiled libraries of one release wheel instead of a
-  C++ build (``../shared/trtllm-facts.md``, "Python-only rebuilds"). ``precompiled`` runs
+  C++ build (upstream's ``setup.py`` supports it: ``TRTLLM_USE_PRECOMPILED``). ``precompiled`` runs
   ``TRTLLM_USE_PRECOMPILED=1 pip install -e .`` in the worktree (the wheel named by
   ``TRTLLM_PRECOMPILED_LOCATION``, or the matching release); the editable install is shared by
   every job of one environment, so use it with ``--jobs 1`` or one environment per job. The
@@ -19,7 +19,7 @@ chosen with ``--recipe NAME``:
 
 The probe runs with ``PYTHONPATH`` = the worktree, so it imports that commit's Python code, and
 with ``REGRESS_DSA_ERA`` / ``REGRESS_DSA_MODULE`` / ``REGRESS_DSA_IMPORT`` naming the DSA metadata
-of the commit's era as :func:`regress.tree.layout.resolve_source_tree` finds it: the one era
+of the commit's era as :func:`regress.tree.source.resolve_source_tree` finds it: the one era
 rule, so the recipe and ``regress check`` never disagree about a tree. Commits that touch ``cpp/``
 need a real rebuild; the recipe warns when the range has any.
 """
@@ -36,35 +36,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from regress.bisect.causes import SKIP_EXIT_CODE
 from regress.errors import MissingDependencyError, UsageError
 from regress.plugins import Option, Plugin
-from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
+from regress.tree.source import SourceTreeError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)
 REBUILD_HINT = "python3 scripts/build_wheel.py --use_ccache"
-#: ``regress check`` exit code -> git-bisect verdict code (untestable trees are skips).
-VERDICT = {0: 0, 1: 1, 2: SKIP_EXIT_CODE, 3: SKIP_EXIT_CODE}
 #: The ``python -m`` entry point of the recipes' child processes (a CLI module).
 CHILD = "regress.cli.child"
 _BINARY = re.compile(r"\.so(\.\d+)*$")
 
 
 def dsa_env(worktree: Path) -> dict[str, str]:
-    """``REGRESS_DSA_*`` for the tree at ``worktree``, or nothing when it has no known layout.
+    """``REGRESS_DSA_*`` for the tree at ``worktree``, or nothing when it has no known era.
 
     Era, module file (relative to the worktree) and import name, as ``regress check`` sees them.
     """
     try:
-        layout = resolve_source_tree(worktree)
-    except TrtllmLayoutError:
+        tree = resolve_source_tree(worktree)
+    except SourceTreeError:
         return {}
-    file = layout.dsa_metadata.file.relative_to(layout.package_dir.parent)
+    file = tree.dsa_metadata.file.relative_to(tree.package_dir.parent)
     return {
-        "REGRESS_DSA_ERA": layout.era,
+        "REGRESS_DSA_ERA": tree.era.name,
         "REGRESS_DSA_MODULE": file.as_posix(),
-        "REGRESS_DSA_IMPORT": layout.dsa_metadata.module,
+        "REGRESS_DSA_IMPORT": tree.dsa_metadata.module,
     }
 
 
@@ -123,6 +120,24 @@ def link_binaries(installed: Path, target: Path) -> list[Path]:
     return made
 
 
+def check_repo(repo: Path, revisions: Sequence[str], recipe: str) -> None:
+    """Refuse a repository with no ``tensorrt_llm/`` package at any of ``revisions``.
+
+    Pointed at another repository, every commit was a skip: four probe runs, then an indirect
+    "cannot test the endpoints". One ``git cat-file`` per endpoint says it before any run.
+    """
+    from regress.bisect.git import git
+
+    for rev in revisions:
+        found = git(["cat-file", "-e", f"{rev}:tensorrt_llm"], cwd=repo, check=False)
+        if found.returncode == 0:
+            return
+    raise UsageError(
+        f"--recipe {recipe}: {repo} has no tensorrt_llm/ package at --good or --bad, so it is "
+        "not a TensorRT-LLM checkout; point --repo at one, or drop --recipe"
+    )
+
+
 @dataclass
 class TrtllmRecipe:
     """Build command and per-commit environment for bisecting a TensorRT-LLM checkout.
@@ -170,6 +185,10 @@ class TrtllmRecipe:
     def config(self) -> dict[str, str | None]:
         return {"recipe": "trtllm", "mode": self.mode, "wheel": self.wheel}
 
+    def check_repo(self, repo: Path, revisions: Sequence[str]) -> None:
+        name = "trtllm-precompiled" if self.mode == "precompiled" else "trtllm"
+        check_repo(repo, revisions, name)
+
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return native_warning(touching)
 
@@ -192,7 +211,7 @@ class SourceRecipe:
         self.known = Path(known).resolve() if known else None
         self._known_sha = ""
         if self.known is not None:
-            from regress.check.check import scenario_names
+            from regress.check.catalog import scenario_names
             from regress.check.known import load_known
 
             load_known(self.known, scenario_names())
@@ -213,6 +232,9 @@ class SourceRecipe:
         known = {"known": str(self.known), "known_sha256": self._known_sha} if self.known else {}
         return {"recipe": "trtllm-source", **known}
 
+    def check_repo(self, repo: Path, revisions: Sequence[str]) -> None:
+        check_repo(repo, revisions, "trtllm-source")
+
     def native_warning(self, touching: Sequence[str]) -> str | None:
         return None
 
@@ -230,17 +252,19 @@ def probe_exit_code(
     ``known`` file lists are not bad (``regress check --known``).
 
     Returns:
-        The exit code (0 good, 1 bad, 125 untestable) and the check's report lines.
+        The exit code (:data:`regress.check.status.CODES`: 0 good, 1 bad, 125 untestable) and
+        the check's report lines.
     """
-    from regress.check.check import scenario_names
+    from regress.check.catalog import scenario_names
     from regress.check.isolation import DEFAULT_TIMEOUT_S, run_check_isolated
     from regress.check.known import load_known
+    from regress.check.status import bisect_code
 
     listed = load_known(known, scenario_names()) if known else None
     report = run_check_isolated(path, scenarios=scenarios, timeout=timeout or DEFAULT_TIMEOUT_S)
     if listed is not None:
         report.apply_known(listed)
-    return VERDICT.get(report.exit_code, SKIP_EXIT_CODE), report.lines()
+    return bisect_code(report.status), report.lines()
 
 
 #: The recipes' registry entries, declared under the ``regress.recipes`` entry-point group.

@@ -1,18 +1,24 @@
-"""The result of ``regress check``: verdict per scenario, values seen, and everything faked."""
+"""The result of ``regress check``: verdict per scenario, values seen, and everything faked.
+
+Its JSON form (:meth:`CheckReport.to_json`, schema 2) is written and read here, side by side
+(:meth:`CheckReport.from_json`: the parent rebuilds the report its child process wrote).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from regress.check.known import KnownFile, KnownOutcome, annotate, headline, mark, text_lines
-from regress.check.scenarios import ScenarioResult
-from regress.errors import BAD_INPUT, FAILED, OK, UNFINISHED
+from regress.check.results import ScenarioResult
+from regress.check.status import UNJUDGED, ReportStatus, ScenarioStatus, exit_code
 from regress.sandbox import Ledger
 
-#: Exit codes of ``regress check`` (``regress.errors.EXIT_CODES``): contracts hold / one broken /
-#: not a TensorRT-LLM tree / the sandbox cannot load the tree.
-EXIT_OK, EXIT_BROKEN, EXIT_NOT_A_TREE, EXIT_GAP = OK, FAILED, BAD_INPUT, UNFINISHED
+if TYPE_CHECKING:
+    from regress.tree.source import SourceTree
+
+#: The version of :meth:`CheckReport.to_json`'s document.
+SCHEMA = 2
 
 
 @dataclass
@@ -21,12 +27,14 @@ class CheckReport:
 
     Attributes:
         source: the tree checked.
-        era: its layout era (A, B, C), when resolved.
-        status: ``pass``, ``fail`` (a contract broken), ``not-a-tree`` or ``gap``.
+        era: its era's letter (A, B, C), when resolved.
+        status: see :class:`~regress.check.status.ReportStatus`.
         error: the message for ``not-a-tree`` and ``gap``.
         results: per scenario, its verdict, violations and the values seen per step.
         ledger: the real modules executed and every fake.
         seconds: wall time.
+        tree: the tree as this process resolved it (not in the JSON: the summary reads its draft
+            loop from here instead of resolving the tree again).
         known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
         cells: the production-matrix cells run (:mod:`regress.check.matrix`): first the base
             cell of the scenarios outside the matrix, then the ``matrix`` scenario's.
@@ -34,22 +42,18 @@ class CheckReport:
 
     source: str
     era: str | None = None
-    status: str = "pass"
+    status: ReportStatus = ReportStatus.PASS
     error: str = ""
     results: list[ScenarioResult] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
     seconds: float = 0.0
+    tree: SourceTree | None = field(default=None, repr=False, compare=False)
     known: KnownOutcome | None = None
     cells: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
-        return {
-            "pass": EXIT_OK,
-            "fail": EXIT_BROKEN,
-            "not-a-tree": EXIT_NOT_A_TREE,
-            "gap": EXIT_GAP,
-        }[self.status]
+        return exit_code(self.status)
 
     def finish(self) -> None:
         """Derive the overall status from the scenario verdicts.
@@ -60,20 +64,20 @@ class CheckReport:
         applies to the tree ran and passed. A scenario the tree has nothing for (``skip``, e.g.
         no layer-wise runner) does not count against it.
         """
-        if self.status in ("not-a-tree", "gap"):
+        if self.status in (ReportStatus.NOT_A_TREE, ReportStatus.GAP):
             return
         statuses = {r.status for r in self.results}
-        if "fail" in statuses:
-            self.status = "fail"
-        elif statuses & {"gap", "error"}:
-            self.status = "gap"
-            unrun = [r for r in self.results if r.status in ("gap", "error")]
+        if ScenarioStatus.FAIL in statuses:
+            self.status = ReportStatus.FAIL
+        elif statuses & UNJUDGED:
+            self.status = ReportStatus.GAP
+            unrun = [r for r in self.results if r.status in UNJUDGED]
             self.error = self.error or (
                 f"{len(unrun)} scenario(s) without a verdict, first {unrun[0].name}: "
                 f"{unrun[0].note or unrun[0].status}"
             )
         else:
-            self.status = "pass"
+            self.status = ReportStatus.PASS
 
     def apply_known(self, known: KnownFile) -> None:
         """Mark the findings ``known`` lists and derive the status again: a scenario that failed
@@ -84,27 +88,32 @@ class CheckReport:
     def to_json(self) -> dict[str, Any]:
         # schema 2: known_file, known, fixed, unchecked; each violation's finding and known
         doc = {
-            "schema": 2,
+            "schema": SCHEMA,
             "source": self.source,
             "era": self.era,
-            "status": self.status,
+            "status": str(self.status),
             "exit_code": self.exit_code,
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "cells": list(self.cells),
-            "scenarios": [
-                {
-                    "name": r.name,
-                    "status": r.status,
-                    "note": r.note,
-                    "violations": [v.to_dict() for v in r.violations],
-                    "steps": [asdict(s) for s in r.steps],
-                }
-                for r in self.results
-            ],
+            "scenarios": [r.to_json() for r in self.results],
             "sandbox": self.ledger.to_json(),
         }
         return annotate(doc, self.known)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CheckReport:
+        """The report :meth:`to_json` wrote."""
+        return cls(
+            source=doc["source"],
+            era=doc.get("era"),
+            status=ReportStatus(doc["status"]),
+            error=doc.get("error", ""),
+            results=[ScenarioResult.from_json(s) for s in doc.get("scenarios", [])],
+            ledger=Ledger.from_json(doc.get("sandbox", {})),
+            seconds=float(doc.get("seconds", 0.0)),
+            cells=list(doc.get("cells", [])),
+        )
 
     def lines(self) -> list[str]:
         """A short human summary: one line per scenario, then the first violation of each."""

@@ -2,15 +2,16 @@
 
 Shared by the scenario modules (:mod:`regress.check.scenarios`,
 :mod:`regress.check.draft_scenarios`, :mod:`regress.check.stale_state`, and the checkpoint
-judging of :mod:`regress.check.steps`), the report and the child process that rebuilds it, so
-no scenario module imports another.
+judging of :mod:`regress.check.steps`) and the report (:mod:`regress.check.report`), so no
+scenario module imports another. The JSON form of a result is written and read here, side by side.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from regress.check.status import ScenarioStatus
 from regress.dsa.invariants import Violation
 
 #: The check of a finding about the caller, not the metadata (:meth:`ScenarioResult.warn`).
@@ -36,12 +37,10 @@ class Step:
 
 @dataclass
 class ScenarioResult:
-    """One verdict: ``pass``, ``fail`` (violations), ``warn`` (a finding, not a verdict on the
-    metadata), ``skip`` (nothing of this kind in the tree), ``gap`` (could not run) or ``error``
-    (a regress bug)."""
+    """One verdict (:class:`~regress.check.status.ScenarioStatus`) and what it saw."""
 
     name: str
-    status: str = "pass"
+    status: ScenarioStatus = ScenarioStatus.PASS
     violations: list[Violation] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     note: str = ""
@@ -49,14 +48,37 @@ class ScenarioResult:
     def add(self, found: list[Violation], where: str) -> None:
         for v in found:
             self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
-        if self.violations and self.status != "fail":
-            self.status = (
-                "fail" if any(v.check not in CALLER_FINDINGS for v in self.violations) else "warn"
-            )
+        if self.violations and self.status != ScenarioStatus.FAIL:
+            broken = any(v.check not in CALLER_FINDINGS for v in self.violations)
+            self.status = ScenarioStatus.FAIL if broken else ScenarioStatus.WARN
 
     def warn(self, found: list[Violation], where: str) -> None:
         """Record ``found`` as a finding about the caller: ``warn`` unless already failed."""
         self.add([Violation(NO_REBUILD, v.message, v.details) for v in found], where)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": str(self.status),
+            "note": self.note,
+            "violations": [v.to_dict() for v in self.violations],
+            "steps": [asdict(s) for s in self.steps],
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ScenarioResult:
+        """The result :meth:`to_json` wrote."""
+        return cls(
+            doc["name"],
+            status=ScenarioStatus(doc["status"]),
+            note=doc.get("note", ""),
+            # schema 2 adds each violation's finding and known marker: not Violation fields
+            violations=[
+                Violation(v["check"], v["message"], v.get("details", {}))
+                for v in doc.get("violations", [])
+            ],
+            steps=[Step(**st) for st in doc.get("steps", [])],
+        )
 
 
 __all__ = ["CALLER_FINDINGS", "NO_REBUILD", "NO_RESTORE", "ScenarioResult", "Step"]

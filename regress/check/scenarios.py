@@ -8,43 +8,36 @@ checked at every metadata call it makes, or, in a tree without one, :mod:`regres
 model of it. Every result's note names the caller.
 
 Scenarios 1 and 2a check the map and the announced widths. Scenario 3 drives one metadata object
-through the per-forward order found in upstream (``../shared/trtllm-facts.md``, "Lifecycle and
-config facts"): built without ``seq_lens``; ``update_spec_dec_param()`` first
+through upstream's per-forward order (``tensorrt_llm/_torch/pyexecutor/model_engine.py``
+``forward``, read for :mod:`regress.dsa.lifecycle`): built without ``seq_lens``;
+``update_spec_dec_param()`` first
 (``model_engine.forward``), then the batch fields and ``prepare()``, the draft loop with its
 restore, and the next forward. The runtime :class:`~regress.dsa.sentinel.Sentinel` is attached
 throughout: it must neither crash nor flag a fixed build, and must flag a pre-fix one. Scenario 2b
 runs the layer-wise runner's guard. The scenarios of :mod:`regress.check.draft_scenarios` run
-every worker, every DSA-family class and the newer paths.
+every worker, every DSA-family class and the newer paths; :mod:`regress.check.catalog` lists them
+all.
 """
 
 from __future__ import annotations
 
 import traceback
 import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
-from regress.check.draft_scenarios import (
-    draft_callers,
-    draft_kv_cache,
-    fused_metadata,
-    metadata_classes,
-    ragged_verify,
-)
-from regress.check.failures import draft_failure
-from regress.check.stale_state import stale_state
+from regress.check.status import ScenarioStatus
 from regress.check.steps import (
-    Layout,
     ScenarioResult,
-    Step,
     caller_note,
     drive,
     observe,
     target_forward,
+    tree_prepare,
 )
 from regress.dsa.announce import mtp_shape_params
+from regress.dsa.batch import Batch
 from regress.dsa.invariants import Violation, check_announced_width
 from regress.dsa.sentinel import SENTINEL_ERROR
 from regress.sandbox import SandboxGap
@@ -53,15 +46,15 @@ from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.shells import Sandbox
 from regress.tree.maps import check_maps
 
-__all__ = ["SCENARIOS", "Layout", "ScenarioResult", "Step"]
+__all__ = ["map_after_draft_loop", "runner_guard", "sentinel_lifecycle", "shape_announcement"]
 
 #: Scenario 1's layouts (issue 10): uniform MTP verify chunks, a tree-drafting layout, a mixed
 #: context+generation batch, and a zero-length row.
-MAP_LAYOUTS: tuple[Layout, ...] = (
-    Layout("uniform_5x4", (5, 5, 5, 5), 0, 4),
-    Layout("uniform_4x8", (4,) * 8, 0, 3),
-    Layout("tree_3_1_4_1", (3, 1, 4, 1), 0, 3),
-    Layout("mixed_ctx_gen", (6, 3, 4, 4), 2, 3),
+MAP_LAYOUTS: tuple[...] = (
+    Batch((5, 5, 5, 5), 0, max_draft_len=4, name="uniform_5x4"),
+    Batch((4,) * 8, 0, max_draft_len=3, name="uniform_4x8"),
+    Batch((3, 1, 4, 1), 0, max_draft_len=3, name="tree_3_1_4_1"),
+    Batch((6, 3, 4, 4), 2, max_draft_len=3, name="mixed_ctx_gen"),
 )
 #: A zero-length row: the map built for ``[4, 4, 4]`` must follow a rewrite to ``[2, 0, 3]``
 #: (upstream ``tests/unittest/_torch/attention/sparse/dsa/test_req_idx_per_token.py``).
@@ -85,7 +78,7 @@ def map_after_draft_loop(up: Upstream) -> list[ScenarioResult]:
         results.append(result)
     result = ScenarioResult("req_idx_map/zero_length_row")
     before, after = ZERO_ROW
-    md, kvm = target_forward(up, Layout("zero", before, 0, 3))
+    md, kvm = target_forward(up, Batch(before, 0, max_draft_len=3, name="zero"))
     result.add(observe(md, "after_prepare", result, pages=kvm), "after_prepare")
     import torch
 
@@ -129,16 +122,6 @@ def _from_sentinel(exc: BaseException, tree: Path) -> bool:
     return False
 
 
-def _set_batch(up: Upstream, md: Any, seq_lens: list[int], cached: list[int]) -> None:
-    """What ``_prepare_inputs`` does before ``prepare()``: the batch fields of this forward."""
-    import torch
-
-    for key, value in up.batch_kwargs(len(seq_lens), cached).items():
-        setattr(md, key, value)
-    md.seq_lens = torch.tensor(seq_lens, dtype=torch.int)
-    md.num_contexts = 0
-
-
 def sentinel_lifecycle(up: Upstream) -> list[ScenarioResult]:
     """Scenario 3: the sentinel rides two forwards and one draft loop of real metadata.
 
@@ -167,8 +150,7 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
     try:
         md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
         stage = "prepare()"
-        _set_batch(up, md, [k + 1] * batch, cached)
-        md.prepare()
+        tree_prepare(up)(md, Batch((k + 1,) * batch, cached=tuple(cached)))
         accepted = _accepted(batch, k)
         run = caller_checkpoints(up, md, DraftSettings(k, accepted))
         for cp in run:
@@ -181,15 +163,15 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
         stage = "next forward: update_spec_dec_param()"
         md.update_spec_dec_param(**mtp_shape_params(batch, k + 1))
         stage = "next forward: prepare()"
-        _set_batch(up, md, [k + 1] * batch, [c + a for c, a in zip(cached, accepted, strict=True)])
-        md.prepare()
+        after = tuple(c + a for c, a in zip(cached, accepted, strict=True))
+        tree_prepare(up)(md, Batch((k + 1,) * batch, cached=after))
         sentinel.flush()
     except SandboxGap:
         raise
     except Exception as exc:
         if not _from_sentinel(exc, up.plan.checkout):
             raise
-        result.status = "error"
+        result.status = ScenarioStatus.ERROR
         result.note = f"the sentinel crashed at {stage}: {type(exc).__name__}: {exc}"
         return result
     finally:
@@ -205,19 +187,19 @@ def _ride(up: Upstream, batch: int, k: int) -> ScenarioResult:
     crashed = [v for v in flagged if v.check == SENTINEL_ERROR]
     if crashed:  # the sentinel catches its own errors and records them; still a regress bug
         v = crashed[0]
-        result.status = "error"
+        result.status = ScenarioStatus.ERROR
         result.note = f"the sentinel crashed at {v.details['site']}: {v.message}"
     elif truth and flagged:
         result.add(flagged, "sentinel")  # the tree is broken and the sentinel said so
         result.note = f"sentinel flagged the broken map ({counts})"
     elif truth:
-        result.status = "error"
+        result.status = ScenarioStatus.ERROR
         result.note = (
             f"the sentinel missed a stale map seen directly ({counts}): {truth[0].message}"
         )
     elif flagged:
         v = flagged[0]
-        result.status = "error"
+        result.status = ScenarioStatus.ERROR
         result.note = (
             f"the sentinel flagged a correct map ({counts}), a false positive at "
             f"{v.details['site']}: {v.message}"
@@ -239,7 +221,10 @@ def runner_guard(up: Upstream) -> list[ScenarioResult]:
     result = ScenarioResult("runner_guard/gen_b32_q4")
     name = up.plan.runner_module
     if name is None:
-        result.status, result.note = "skip", "no tools/layer_wise_benchmarks/runner.py in this tree"
+        result.status, result.note = (
+            ScenarioStatus.SKIP,
+            "no tools/layer_wise_benchmarks/runner.py in this tree",
+        )
         return [result]
     built: list[Any] = []
 
@@ -292,28 +277,8 @@ def runner_guard(up: Upstream) -> list[ScenarioResult]:
     except Exception as exc:  # after prepare() only the note; before it, the scenario is a gap
         result.note = f"create_run_pack stopped after prepare(): {type(exc).__name__}: {exc}"
         if not built:
-            result.status = "gap"
+            result.status = ScenarioStatus.GAP
             result.note = f"runner not runnable in the sandbox: {type(exc).__name__}: {exc}"
             return [result]
     result.add(check_announced_width(built[-1], batch, q), "create_run_pack")
     return [result]
-
-
-#: Every scenario ``--scenario`` accepts, in the order ``regress check`` runs them.
-SCENARIOS: dict[str, Callable[[Upstream], list[ScenarioResult]]] = {
-    "req_idx_map": map_after_draft_loop,
-    "shape_announcement": shape_announcement,
-    "runner_guard": runner_guard,
-    "sentinel_lifecycle": sentinel_lifecycle,
-    "draft_callers": draft_callers,
-    "metadata_classes": metadata_classes,
-    "fused_metadata": fused_metadata,
-    "draft_kv_cache": draft_kv_cache,
-    "ragged_verify": ragged_verify,
-    "draft_failure": draft_failure,
-    "stale_state": stale_state,
-}
-#: Run only when named with ``--scenario``: ``stale_state`` still reports a candidate upstream
-#: defect on current trees (``docs/findings.md``), which would turn every check, and so every
-#: source bisect, into a failure.
-OPT_IN: frozenset[str] = frozenset({"stale_state"})

@@ -1,9 +1,9 @@
 """The draft loops the stale-state oracle judges: upstream's own worker where the tree has one.
 
-:func:`draft_loop` runs one draft loop on the live metadata through the one seam to upstream's
-callers (:func:`regress.check.caller.caller_checkpoints`) and turns the caller's checkpoints
-into the oracle's (:class:`regress.dsa.stale_check.Checkpoint`). Where the tree has no one-model
-worker, or the layout is one no worker takes, regress's model of the loop runs instead
+:func:`caller_draft_loop` runs one draft loop on the live metadata through the one seam to
+upstream's callers (:func:`regress.check.caller.caller_checkpoints`) and turns the caller's
+checkpoints into the oracle's (:class:`regress.dsa.stale_check.Checkpoint`). Where the tree has
+no one-model worker, or the layout is one no worker takes, regress's model of the loop runs instead
 (:func:`regress.dsa.stale_check.draft_loop_checkpoints`), as the caller itself falls back.
 
 Judged, of the worker's metadata calls (the caller's label after the ``@``, so a reader sees which
@@ -34,7 +34,7 @@ from regress.dsa.stale_check import Checkpoint, draft_loop_checkpoints, saved_fi
 REFRESHES = ("update_for_spec_dec", "on_update_kv_lens")
 
 
-def draft_loop(
+def caller_draft_loop(
     up: Any,
     live: Any,
     k: int,
@@ -76,4 +76,4 @@ def draft_loop(
                 yield Checkpoint(f"restore@{cp.label}", scope=tuple(saved), against=begin)
 
 
-__all__ = ["REFRESHES", "draft_loop"]
+__all__ = ["REFRESHES", "caller_draft_loop"]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from regress.check.results import ScenarioResult, Step
-from regress.check.stale_loop import draft_loop
+from regress.check.stale_loop import caller_draft_loop
 from regress.check.steps import tree_prepare
 from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
@@ -87,10 +87,12 @@ def _blueprint(up: Upstream, subject: Subject, kvm: FakeKVCacheManager, batch: B
 def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Iterator[Checkpoint]:
     """Two forwards: the target's draft loop, then the next forward's prepare and draft loop.
 
-    from regress.check.steps import tree_prepare
-    from regress.sandbox.eras import Upstream, build_params
-    from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
-    from regress.tree.maps import dsa_family, load_class
+    ``loop(live, k, accepted)`` runs one draft loop
+    (:func:`regress.check.stale_loop.caller_draft_loop`:
+    upstream's worker where the tree has one). The next forward batches the same requests, all
+    generations now, in reverse order (the scheduler keeps no order among generations), so every
+    buffer row changes hands. Its checkpoints are labelled ``f2:<label>``; the allow table matches
+    the label after the colon.
     """
     k = batch.max_draft_len
     yield from loop(live, k, batch.accepted())
@@ -142,7 +144,7 @@ def run_one(up: Upstream, subject: Subject, batch: Batch) -> ScenarioResult:
     callers: list[str] = []
 
     def loop(md: Any, k: int, accepted: list[int]) -> Iterator[Checkpoint]:
-        return draft_loop(up, md, k, accepted, callers, thread_context=log.in_thread)
+        return caller_draft_loop(up, md, k, accepted, callers, thread_context=log.in_thread)
 
     with log:
         live = log.watch(blueprint.make())
@@ -190,25 +192,20 @@ def subjects(up: Upstream) -> list[Subject]:
     Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
     era C); their modules and the sibling modules they import run from source.
     """
-    from regress.tree.layout import DSA_METADATA_CLASS
+    from regress.tree.source import DSA_METADATA_CLASS
 
-    layout = up.plan.layout
-    trtllm = up.sandbox.load(layout.trtllm_metadata.module)
+    tree = up.plan.tree
+    trtllm = up.sandbox.load(tree.trtllm_metadata.module)
     out = [
         Subject(cls, lambda: FakeKVCacheManager(CAPACITY))
         for cls in (up.metadata_cls, trtllm.TrtllmAttentionMetadata)
     ]
-    sparse = layout.dsa_metadata.file.parent.parent.relative_to(layout.package_dir)
-    for found in dsa_family(layout.package_dir, str(sparse), DSA_METADATA_CLASS):
+    sparse = tree.dsa_metadata.file.parent.parent.relative_to(tree.package_dir)
+    for found in dsa_family(tree.package_dir, str(sparse), DSA_METADATA_CLASS):
         if found.name != DSA_METADATA_CLASS and found.module != up.plan.dsa_module:
             subject = _subclass(up, found)
             out += [subject] if subject is not None else []
     return out
-
-
-def metadata_classes(up: Upstream) -> list[type]:
-    """The classes compared (:func:`subjects`)."""
-    return [s.cls for s in subjects(up)]
 
 
 def stale_state(up: Upstream) -> list[ScenarioResult]:
@@ -220,7 +217,6 @@ __all__ = [
     "V4_CLASS",
     "V4_RATIOS",
     "Subject",
-    "metadata_classes",
     "run_one",
     "stale_state",
     "subjects",

@@ -2,7 +2,7 @@
 
 Shared by every scenario module (:mod:`regress.check.scenarios` holds the table), so that a
 checkpoint is judged the same way whoever drives it: the maps of :mod:`regress.tree.maps` at
-every point where upstream guarantees them (:class:`regress.check.caller.Checkpoint`), and the
+every point where upstream guarantees them (:class:`regress.check.caller.CallPoint`), and the
 indexer-K pages the slot mapping writes. A stale map at a draft forward that the caller never let
 the metadata rebuild (it changed ``seq_lens`` and called no ``update_for_spec_dec()`` /
 ``on_update_kv_lens()`` since) is a finding about the caller, reported ``warn``: whether the draft
@@ -23,15 +23,6 @@ from regress.dsa.invariants import Violation, check_slot_ownership
 from regress.sandbox.cuda import regress_side
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.tree.maps import TOKEN_MAPS, check_maps
-
-
-def Layout(name: str, seq_lens: tuple[int, ...], num_contexts: int = 0, max_draft_len: int = 4):
-    """A :class:`~regress.dsa.batch.Batch` from the positional arguments the scenario tables use.
-
-    Transitional: ``scenarios.py`` and ``draft_scenarios.py`` still spell their tables this way;
-    once they build ``Batch(..., max_draft_len=K, name=...)`` themselves this goes.
-    """
-    return Batch(seq_lens, num_contexts, max_draft_len=max_draft_len, name=name)
 
 
 def tree_prepare(up: Any) -> Callable[[Any, Batch], None]:
@@ -92,7 +83,7 @@ def _observe(md: Any, where: str, result: ScenarioResult, pages: Any) -> list[Vi
 
 
 def judge(cp: Any, result: ScenarioResult, *, pages: Any = None) -> None:
-    """Judge one :class:`~regress.check.caller.Checkpoint` where upstream guarantees the maps."""
+    """Judge one :class:`~regress.check.caller.CallPoint` where upstream guarantees the maps."""
     label, md = cp
     if not cp.guaranteed or getattr(md, "seq_lens", None) is None:
         return

@@ -7,30 +7,10 @@ per scenario what was checked and the first finding, then everything the sandbox
 
 from __future__ import annotations
 
+from regress.check.catalog import SCENARIOS
 from regress.check.known import headline, markdown_lines
 from regress.check.report import CheckReport
-
-VERDICTS = {
-    "pass": "contracts hold",
-    "fail": "a contract is broken",
-    "gap": "no verdict: the sandbox could not run this tree",
-    "not-a-tree": "not a TensorRT-LLM tree with DSA metadata",
-}
-#: Per scenario family, the upstream caller whose calls it replays (see each scenario's docstring).
-CALLERS = {
-    "req_idx_map": "the tree's own one-model worker where it has one (each result names it), "
-    "else regress's model of the MTP-Eagle draft loop",
-    "shape_announcement": "the executor's `update_spec_dec_param()` before `prepare()`",
-    "runner_guard": "`tools/layer_wise_benchmarks/runner.py` `Runner.create_run_pack('GEN')`",
-    "sentinel_lifecycle": "two executor forwards and a draft loop, with the runtime sentinel",
-    "draft_callers": "every one-model worker of the tree (`speculative/*.py`), its own draft loop",
-    "metadata_classes": "every DSA-family metadata class of the tree, each map it carries",
-    "fused_metadata": "the eager map chain with the fused-metadata gate forced off",
-    "draft_kv_cache": "the worker's switch to a separate draft KV cache",
-    "ragged_verify": "per-request verification windows and their row maps",
-    "stale_state": "two forwards and their draft loops, every checkpoint compared with a "
-    "metadata object prepared from scratch",
-}
+from regress.check.status import verdict_text
 
 
 def _cell(text: object) -> str:
@@ -48,39 +28,36 @@ def _finding(result) -> str:
     return result.note or ""
 
 
-def _draft_loop(source: str) -> str | None:
-    from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
-
-    try:
-        layout = resolve_source_tree(source)
-    except (TrtllmLayoutError, OSError):
-        return None
-    loop = layout.draft_loop
+def _draft_loop(report: CheckReport) -> str | None:
+    """Where the checked tree's draft loop is (from the tree the report carries)."""
+    tree = report.tree
+    loop = tree.draft_loop if tree is not None else None
     if loop is None:
         return None
-    return f"`{loop.file.relative_to(layout.package_dir.parent)}` `{loop.qualname}`"
+    return f"`{loop.file.relative_to(tree.package_dir.parent)}` `{loop.qualname}`"
 
 
 def markdown(report: CheckReport) -> str:
     """The report as GitHub-flavoured markdown (a job summary or a PR comment)."""
     era = f"era {report.era}" if report.era else "era unknown"
     out = [
-        f"### regress check: {VERDICTS[report.status]}{headline(report.known)} "
+        f"### regress check: {verdict_text(report.status)}{headline(report.known)} "
         f"(exit {report.exit_code})",
         "",
         f"Tree `{report.source}`, {era}, {report.seconds:.1f} s on a CPU.",
     ]
     if report.error:
         out += ["", f"> {_cell(report.error)}"]
-    loop = _draft_loop(report.source) if report.status != "not-a-tree" else None
-    order = list(CALLERS)
+    loop = _draft_loop(report)
+    callers = {s.name: s.caller for s in SCENARIOS}
+    order = list(callers)
     families = sorted(
         {r.name.split("/", 1)[0] for r in report.results},
         key=lambda f: (order.index(f) if f in order else len(order), f),
     )
     if families:
         out += ["", "**Upstream callers replayed**", ""]
-        out += [f"- `{f}`: {CALLERS.get(f, '')}" for f in families]
+        out += [f"- `{f}`: {callers.get(f, '')}" for f in families]
         if loop:
             out.append(f"- draft loop in this tree: {loop}")
     if report.results:

@@ -340,7 +340,12 @@ def _check_consistent(o: RunOptions) -> None:
 
 
 def parse_comment(
-    comment: str, *, author: str, allowed: frozenset[str], stages: Mapping
+    comment: str,
+    *,
+    author: str,
+    allowed: frozenset[str],
+    stages: Mapping,
+    allow_file: str | None = None,
 ) -> BotCommand:
     """Validate and normalise one PR comment.
 
@@ -349,12 +354,13 @@ def parse_comment(
         author: the commenter's GitHub login (untrusted).
         allowed: lower-cased logins from :func:`load_allow_list`.
         stages: stage name -> :class:`regress.ci.testlist.Stage`, from ``test-lists/stages.yml``.
+        allow_file: where ``allowed`` was read, named when an author is refused.
 
     Raises:
         BotRejection: with the first reason found (exit code 2).
     """
     text = check_text(comment)
-    author = check_author(author, allowed)
+    author = check_author(author, allowed, allow_file=allow_file)
     tokens = tokenize(text, glob_flags=STAGE_FLAGS)
     if not tokens or tokens[0] != "/bot":
         raise BotRejection("/bot comment rejected: a bot comment starts with '/bot'")

@@ -29,9 +29,13 @@ def read_request(
     """
     if comment is None or author is None:
         raise UsageError("give the comment (or - to read it from stdin) and --author LOGIN")
-    allowed = load_allow_list(allow_file if allow_file is not None else lists_dir / ALLOW_FILE)
+    path = allow_file if allow_file is not None else lists_dir / ALLOW_FILE
+    allowed = load_allow_list(path)
     lists = StageLists.load(lists_dir)
-    return parse_comment(comment, author=author, allowed=allowed, stages=lists.stages), lists
+    command = parse_comment(
+        comment, author=author, allowed=allowed, stages=lists.stages, allow_file=str(path)
+    )
+    return command, lists
 
 
 def comment_from_parsed(text: str, author: str | None) -> tuple[str, str]:

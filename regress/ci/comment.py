@@ -12,6 +12,7 @@ import unicodedata
 from pathlib import Path
 
 from regress.errors import UsageError
+from regress.files import read_text
 
 MAX_COMMENT_BYTES = 4096
 #: Every character a shell treats specially; all are refused, except that the glob characters
@@ -28,9 +29,9 @@ class BotRejection(UsageError):
 def load_allow_list(path: Path) -> frozenset[str]:
     """GitHub logins allowed to trigger the bot: one per line, ``#`` comments; case-insensitive."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the allow list {path}: {exc}. Pass --allow FILE.") from None
+        text = read_text(path, what="the /bot allow list")
+    except UsageError as exc:
+        raise UsageError(f"{exc}; fix it or pass --allow FILE") from None
     logins = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
@@ -78,13 +79,17 @@ def check_text(comment: str) -> str:
     return text
 
 
-def check_author(author: str, allowed: frozenset[str]) -> str:
+def check_author(author: str, allowed: frozenset[str], *, allow_file: str | None = None) -> str:
+    """``author`` if it may trigger the bot; the refusal names the allow-list file to edit."""
     if not _LOGIN.fullmatch(author):
         raise BotRejection(
             f"/bot comment rejected: author {author[:60]!a} is not a valid GitHub login"
         )
     if author.lower() not in allowed:
-        raise BotRejection(f"/bot comment rejected: {author} is not on the allow list of bot users")
+        where = f" ({allow_file}: add the login there, one per line)" if allow_file else ""
+        raise BotRejection(
+            f"/bot comment rejected: {author} is not on the allow list of bot users{where}"
+        )
     return author
 
 

@@ -17,7 +17,7 @@ import traceback
 
 import click
 
-from regress import DISTRIBUTION, __version__
+from regress import __version__
 from regress.errors import (
     BAD_INPUT,
     FAILED,
@@ -89,10 +89,11 @@ def _check_extra(name: str) -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
+        from regress.install import install_hint
+
         raise MissingDependencyError(
-            f"regress {name} needs {module}, which is not installed. Install the '{extra}' extra: "
-            f"pip install torch==2.13.0 && pip install '{DISTRIBUTION}[{extra}]' "
-            f"(in a checkout: pip install -e '.[{extra}]')"
+            f"regress {name} needs {module}, which is not installed; install it with: "
+            f"{install_hint(extra)}"
         )
 
 
@@ -110,9 +111,17 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in _COMMANDS or not _available(cmd_name):
             return None
-        _check_extra(cmd_name)
         module_name, attr, _ = _COMMANDS[cmd_name]
         return getattr(importlib.import_module(module_name), attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # The extra is checked when the command is to run, not for its --help: the modules
+        # import torch only inside the functions that use it, so help needs none.
+        name, cmd, rest = super().resolve_command(ctx, args)
+        words = rest[: rest.index("--")] if "--" in rest else rest
+        if name is not None and not set(words) & set(ctx.help_option_names):
+            _check_extra(name)
+        return name, cmd, rest
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         # `regress --bogus` fails here, before invoke: the same one line as a subcommand's.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -16,16 +17,24 @@ from regress.errors import FAILED, exit_codes_help
 from regress.reference.defects import DEFECTS
 
 _BAR_STEPS = 1000
+#: Longest silence of the plain-line progress (a log, not a terminal), in seconds.
+_HEARTBEAT_S = 4.0
 
 
 class _ProgressBar:
-    """A progress bar on stderr, opened at the first update: an error found before the engine
-    runs (a bad baseline, a batch size too large) is then the only line the user sees."""
+    """Progress on stderr, shown from the first finished request: an error found before the
+    engine does any work (a bad baseline, a prompt too long for K) is then the only line.
+
+    On a terminal a click progress bar; elsewhere (CI logs, a pipe) plain lines, one per batch
+    size and a heartbeat at least every :data:`_HEARTBEAT_S` seconds while requests finish, since
+    click's bar writes nothing but its label there.
+    """
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._bar = None
         self._shown = 0
+        self._said: tuple[str, float] | None = None
 
     def __enter__(self) -> _ProgressBar:
         return self
@@ -34,11 +43,20 @@ class _ProgressBar:
         self._stack.__exit__(*exc)
 
     def __call__(self, p) -> None:
+        if p.fraction <= 0 and self._bar is None and self._said is None:
+            return  # nothing done yet: the run may still be refused as bad input
+        label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
+        # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
+        if not sys.stderr.isatty():
+            now = time.monotonic()
+            if self._said is None or self._said[0] != label or now - self._said[1] >= _HEARTBEAT_S:
+                click.echo(f"regress accept: {label}, {p.fraction:.0%} done", err=True)
+                self._said = (label, now)
+            return
         if self._bar is None:
-            # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
             bar = click.progressbar(length=_BAR_STEPS, label="profiling", file=sys.stderr)
             self._bar = self._stack.enter_context(bar)
-        self._bar.label = f"batch {p.batch_size} ({p.run_index + 1}/{p.runs})"
+        self._bar.label = label
         target = int(p.fraction * _BAR_STEPS)
         if target > self._shown:
             self._bar.update(target - self._shown)
@@ -54,7 +72,7 @@ class _ProgressBar:
     help=inline_help(ENGINES),
 )
 @registry_options(ENGINES, skip=COMMON_OPTIONS)
-@click.option("--model", default=None, help="Checkpoint directory (trtllm only).")
+@click.option("--model", default=None, metavar="DIR", help="Checkpoint directory (trtllm only).")
 @click.option(
     "--batch-sizes",
     default="1,8",
@@ -180,7 +198,11 @@ def accept(
         require_module("matplotlib", purpose="--plot", install="pip install matplotlib")
     if record_key is not None:
         check_reference_file(reference_yaml, record_key)
-    names = [n for d in defects for n in d.split(",") if n.strip()]
+    names = [n.strip() for d in defects for n in d.split(",") if n.strip()]
+    if defects and not names:
+        raise UsageError(
+            f"--defect {defects[0]!r} names no defect; give one `regress defects` lists"
+        )
     extra = take_values(ENGINES, engine_options)  # the options an installed engine adds
     ENGINES.refuse_foreign(engine, extra)
     adapter = get_engine(

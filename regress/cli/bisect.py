@@ -8,9 +8,10 @@ import sys
 import click
 
 from regress.bisect.config import defaults
-from regress.bisect.registry import PROBES, RECIPES
+from regress.bisect.registry import PROBES, RECIPES, make_recipe
+from regress.cli.heartbeat import Heartbeat
 from regress.cli.options import FiniteFloat
-from regress.cli.output import emit
+from regress.cli.output import OUTPUT_FILE, emit
 from regress.cli.plugin_options import choices_help, registry_options, take_values
 from regress.errors import Terminated, exit_codes_help, interrupt_exit_code
 from regress.files import check_output_path
@@ -24,28 +25,19 @@ RUN_HELP = """Bisect GOOD..BAD with the probe command given after `--`.
 \b
   regress bisect run --good v1.2 --bad main -- ./probe.sh
   regress bisect run --good A --bad B --flaky --jobs 4 -- pytest tests/test_x.py
-  regress bisect run --good A --bad B --probe assert --timeout 600 -- python bench.py
   regress bisect run --good A --bad B --probe metric --metric runs[1].acceptance_length \\
       --higher-is-better -- regress accept --json -
-  regress bisect run --good OLD --bad NEW --find-fix --probe pytest -- pytest -x tests/t.py
 
 \b
-The probe runs in a private clone under the cache directory (never in your checkout)
-with REGRESS_COMMIT and REGRESS_WORKTREE set.
+The probe runs in a private clone of each commit (REGRESS_COMMIT, REGRESS_WORKTREE set).
+Results are stored: rerunning the same command resumes. README.md, "Bisect", has the
+details (the search, what is checked before the first run, the JUnit report).
 
 {probes}
 
 {recipes}
 
-\b
-The search is deterministic (git bisect, plus one confirmation run) until the
-verdicts contradict each other, then flake aware; --flaky starts there. Merge
-histories are bisected as a commit graph, as git bisect does (--first-parent:
-the mainline only). Metric probes run each commit until it is decided. Results
-are stored per commit and probe configuration (the content of the files the
-command names included): rerunning the same command resumes without repeating
-a probe, and a probe you edited starts afresh. Runs in which the probe could not
-run at all are never replayed. {exit_codes}
+{exit_codes}
 """.format(
     exit_codes=exit_codes_help("regress bisect"),
     probes=choices_help(PROBES, "Probes"),
@@ -58,22 +50,45 @@ def bisect() -> None:
     """Find the commit that caused (or fixed) a regression: run, log, status, reset."""
 
 
-def _where(f):
-    f = click.option("--repo", default=".", show_default=True, help="The git checkout to bisect.")(
-        f
-    )
-    return click.option(
-        "--cache-dir",
-        default=None,
-        metavar="DIR",
-        help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
-    )(f)
+def _where(repo_help: str):
+    """``--repo`` (its help says what the command does with it) and ``--cache-dir``."""
+
+    def add(f):
+        f = click.option("--repo", default=".", show_default=True, metavar="DIR", help=repo_help)(f)
+        return click.option(
+            "--cache-dir",
+            default=None,
+            metavar="DIR",
+            help="Cache root (default $REGRESS_CACHE_DIR or ~/.cache/regress).",
+        )(f)
+
+    return add
 
 
-@bisect.command("run", help=RUN_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+class _ProbeCommand(click.Command):
+    """``bisect run``: an unknown option says where the probe command's own options go."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            exc.message = exc.message.rstrip(".") + (
+                "; if it is the probe's own option, put `--` before the probe command "
+                f"(regress bisect run ... -- CMD {exc.option_name})"
+            )
+            raise
+
+
+@bisect.command(
+    "run",
+    cls=_ProbeCommand,
+    help=RUN_HELP,
+    # 98 columns: one line per option where 80 wrapped most into two (issue 31: 102 lines)
+    context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 98},
+)
 @click.option("--good", required=True, help="A revision without the problem (the older end).")
 @click.option("--bad", default="HEAD", show_default=True, help="A revision with the problem.")
-@_where
+@_where("The git checkout to bisect.")
 @click.option(
     "--probe",
     "probe_kind",
@@ -156,22 +171,29 @@ def _where(f):
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the result as JSON to FILE, or - for stdout.",
 )
 @click.option(
     "--junit",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write a JUnit report (a testcase per probed commit).",
 )
 @click.option(
-    "--markdown", default=None, metavar="FILE|-", help="Write a markdown summary for a PR comment."
+    "--markdown",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write a markdown summary for a PR comment.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No live progress on stderr.")
 @click.argument("command", nargs=-1, required=False)  # trtllm-source supplies its own
 def run(**opts) -> None:
     from regress.bisect.config import BisectConfig
+    from regress.bisect.preflight import preflight
     from regress.bisect.report import to_junit, to_markdown
     from regress.bisect.runner import parse_launcher
     from regress.bisect.session import run_bisect
@@ -213,8 +235,18 @@ def run(**opts) -> None:
         keep_worktrees=opts["keep_worktrees"],
         **fields,
     )
+    # what the first probes would only find late (after four endpoint runs), found now
+    preflight(
+        repo=config.repo,
+        command=list(config.command),
+        launcher=list(config.launcher),
+        metric=config.metric,
+        recipe=make_recipe(config.recipe, config) if config.recipe else None,
+        revisions=(config.good, config.bad),
+    )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt
-        result = run_bisect(config, progress=None if opts["quiet"] else _render)
+        with Heartbeat("regress bisect", quiet=opts["quiet"]) as beat:
+            result = run_bisect(config, progress=None if opts["quiet"] else _renderer(beat))
     except KeyboardInterrupt as exc:
         said = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         click.echo(f"regress: {said}; rerun the same command to resume", err=True)
@@ -228,11 +260,12 @@ def run(**opts) -> None:
 
 
 @bisect.command("log")
-@_where
+@_where("The git checkout whose latest bisect to list.")
 @click.option(
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the runs as JSON to FILE, or - for stdout.",
 )
@@ -255,11 +288,12 @@ def log(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 
 
 @bisect.command("status")
-@_where
+@_where("The git checkout whose latest bisect to show.")
 @click.option(
     "--json",
     "json_out",
     default=None,
+    type=OUTPUT_FILE,
     metavar="FILE|-",
     help="Write the state as JSON to FILE, or - for stdout.",
 )
@@ -276,7 +310,7 @@ def status(repo: str, cache_dir: str | None, json_out: str | None) -> None:
 
 
 @bisect.command("reset")
-@_where
+@_where("The git checkout whose stored bisect state to remove.")
 def reset(repo: str, cache_dir: str | None) -> None:
     """Forget this repository's stored results, session, clones and logs."""
     from regress.bisect.session import bisect_reset
@@ -284,18 +318,26 @@ def reset(repo: str, cache_dir: str | None) -> None:
     click.echo(bisect_reset(repo, cache_dir))
 
 
-def _render(p) -> None:
-    if p.kind != "step":
-        click.echo(f"regress bisect: {p.kind}: {p.message}", err=True)
-        return
-    pairs = " ".join(f"{c} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
-    eta = f", ~{_clock(p.eta)} left" if p.eta is not None else ""
-    note = f" ({p.message})" if p.message else ""
-    click.echo(
-        f"[{p.step:3d}] {pairs}{note} | {p.candidates} candidates, top {p.mass:.3f} | "
-        f"{p.probes} runs, {_clock(p.elapsed)} elapsed{eta} [{p.strategy}]",
-        err=True,
-    )
+def _renderer(beat: Heartbeat):
+    """Each progress event a line on stderr; the heartbeat says which probe is still running."""
+
+    def render(p) -> None:
+        if p.kind == "started":
+            beat.say(f"regress bisect: probe started on {p.message}", doing=f"probing {p.message}")
+            return
+        if p.kind != "step":
+            beat.say(f"regress bisect: {p.kind}: {p.message}")
+            return
+        pairs = " ".join(f"{c} {v}" for c, v in zip(p.commits, p.verdicts, strict=False))
+        eta = f", ~{_clock(p.eta)} left" if p.eta is not None else ""
+        note = f" ({p.message})" if p.message else ""
+        beat.say(
+            f"[{p.step:3d}] {pairs}{note} | {p.candidates} candidates, top {p.mass:.3f} | "
+            f"{p.probes} runs, {_clock(p.elapsed)} elapsed{eta} [{p.strategy}]",
+            doing="searching",
+        )
+
+    return render
 
 
 def _clock(seconds: float) -> str:

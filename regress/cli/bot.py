@@ -22,6 +22,7 @@ _COMMON = [
         "--test-lists",
         "lists_dir",
         type=click.Path(file_okay=False, path_type=Path),
+        metavar="DIR",
         default=Path("test-lists"),
         show_default=True,
         help="Directory whose stages.yml defines the valid stage names.",
@@ -69,6 +70,7 @@ def parse(
 @click.option(
     "--results",
     "results_dir",
+    metavar="DIR",
     default="results",
     show_default=True,
     help="Directory for per-stage JUnit XML in the planned argv.",

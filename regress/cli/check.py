@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from regress.check.catalog import scenario_help, scenario_names
 from regress.check.check import ENV_VAR
 from regress.check.isolation import DEFAULT_TIMEOUT_S
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
@@ -26,10 +27,7 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     "scenarios",
     multiple=True,
     metavar="NAME",
-    help="Run only this scenario (repeatable): req_idx_map, shape_announcement, "
-    "runner_guard, sentinel_lifecycle, draft_callers, metadata_classes, fused_metadata, "
-    "draft_kv_cache, ragged_verify, draft_failure, matrix; stale_state (the stale-state "
-    "oracle) runs only when named.",
+    help=scenario_help(),
 )
 @click.option(
     "--matrix",
@@ -100,7 +98,6 @@ def check(
     only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
     possible, the cause is named with the upstream file and line.
     """
-    from regress.check.check import scenario_names
     from regress.check.isolation import run_check_isolated
     from regress.check.known import load_known
     from regress.check.summary import markdown

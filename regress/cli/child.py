@@ -8,8 +8,6 @@ library's; each command here parses, calls it and turns the result into an exit 
 * ``trtllm-source-probe [PATH] [--scenario NAME] [--timeout S] [--known FILE]``: the
   ``trtllm-source`` recipe's probe, ``regress check`` as a git-bisect exit code (0 good, 1 bad,
   125 untestable).
-* ``check-tree WORKDIR``: the child of ``regress check`` that runs the tree's code
-  (:mod:`regress.check.isolation`); it ends itself with ``os._exit``.
 * ``link-binaries --from DIR [--to DIR]``: the overlay recipe's build step.
 * ``layerwise ARGS --out FILE``: one layer-wise shape check, a JSON line per result.
 """
@@ -45,15 +43,6 @@ def trtllm_source_probe(
     for line in lines:
         click.echo(line, err=True)
     return code
-
-
-@child.command("check-tree")
-@click.argument("work", type=click.Path(path_type=Path))
-def check_tree(work: Path) -> None:
-    """Run one regress check in this process (the child regress check starts)."""
-    from regress.check.isolation import end_process, run_child
-
-    end_process(run_child(work))
 
 
 @child.command("link-binaries")

@@ -36,6 +36,13 @@ def defects(check: bool, defects: tuple[str, ...], device: str, json_out: str | 
     from regress.reference.defects import validate_defects
 
     check_output_path(json_out, option="--json")
+    if defects and not check:
+        from regress.errors import UsageError
+
+        raise UsageError(
+            "--defect switches a defect on for --check; add --check (a plain `regress defects` "
+            "lists every defect)"
+        )
     if not check:
         doc = [vars(d) for d in DEFECTS.values()]
         if not emit_json(doc, json_out):

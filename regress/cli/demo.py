@@ -8,13 +8,21 @@ from pathlib import Path
 
 import click
 
+from regress.cli.heartbeat import Heartbeat
 from regress.cli.output import emit_json, json_option
 from regress.errors import FAILED, OK, exit_codes_help
 
 
-def _show(event) -> None:
-    """Render one progress event on stderr, elapsed seconds first."""
-    click.echo(f"[{event.elapsed:4.0f}s] [{event.where}] {event.message}", err=True)
+def _shower(beat: Heartbeat):
+    """Render each progress event on stderr, elapsed seconds first; the heartbeat fills gaps."""
+
+    def show(event) -> None:
+        beat.say(
+            f"[{event.elapsed:4.0f}s] [{event.where}] {event.message}",
+            doing=f"working on [{event.where}]",
+        )
+
+    return show
 
 
 def _check_workdir(workdir: Path | None) -> None:
@@ -51,10 +59,24 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     """The nightly variant: reports per night, ``regress trend`` finds the step and bisects it."""
     from regress.demo.trend import run_trend_demo
 
-    with _kept_files_hint(keep):
+    with _kept_files_hint(keep), Heartbeat("regress demo") as beat:
+        beat.say("regress demo: building the nightly history", doing="building the history")
         result = run_trend_demo(
-            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_show
+            workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_shower(beat)
         )
+    if not emit_json(result.to_json(), json_out):
+        click.echo("\n".join(result.summary()))
+        click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
+    raise SystemExit(OK if result.ok else FAILED)
+
+
+def _check(*, workdir, keep, json_out) -> None:
+    """``regress check`` on two fake trees: before the fix it fails, after it it passes."""
+    from regress.demo.check import run_check_demo
+
+    with Heartbeat("regress demo") as beat:
+        beat.say("regress demo: building two fake TensorRT-LLM trees", doing="checking")
+        result = run_check_demo(workdir=workdir, keep=keep, progress=_shower(beat))
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
@@ -66,6 +88,7 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     help="Where to build (default: a new temporary directory).",
 )
 @click.option(
@@ -91,6 +114,13 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
     help="Nightly variant: reports per night, `regress trend` finds the step and bisects it.",
 )
 @click.option(
+    "--check",
+    "check",
+    is_flag=True,
+    help="Show `regress check` without a TensorRT-LLM checkout: two fake trees, before and after "
+    "the fix; the first must fail, the second pass.",
+)
+@click.option(
     "--defect",
     metavar="NAME",
     default=None,
@@ -103,6 +133,7 @@ def demo(
     seed: int,
     json_out: str | None,
     trend: bool,
+    check: bool,
     defect: str | None,
 ) -> None:
     """Plant the two historical DSA regressions in a throwaway git history and bisect them.
@@ -129,11 +160,21 @@ def demo(
             raise UsageError("--defect plants one defect for the bisect demo; drop --trend")
         if defect not in PLANTS:  # a registered defect the demo has no plant for: our bug
             raise UsageError(f"regress demo cannot plant {defect!r} yet; see regress/demo")
+    if check and (trend or defect is not None):
+        raise UsageError("--check runs alone; drop --trend and --defect")
+    if check:
+        _check(workdir=workdir, keep=keep, json_out=json_out)
     if trend:
         _trend(workdir=workdir, keep=keep, commits=commits, seed=seed, json_out=json_out)
-    with _kept_files_hint(keep):
+    with _kept_files_hint(keep), Heartbeat("regress demo") as beat:
+        beat.doing("building the history")  # run_demo's own first event comes at once
         result = run_demo(
-            workdir=workdir, keep=keep, commits=commits, seed=seed, defect=defect, progress=_show
+            workdir=workdir,
+            keep=keep,
+            commits=commits,
+            seed=seed,
+            defect=defect,
+            progress=_shower(beat),
         )
     if not emit_json(result.to_json(), json_out):
         for b in result.bisects:

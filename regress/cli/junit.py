@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from regress.cli.output import emit
+from regress.cli.output import OUTPUT_FILE, emit
 
 
 @click.group()
@@ -74,7 +74,11 @@ def merge(files: tuple[str, ...], output: Path, keep_going: bool) -> None:
     help="Also write a Markdown summary (for a PR comment) here.",
 )
 @click.option(
-    "--json", "json_out", metavar="FILE|-", help="Write the summary as JSON ('-': stdout)."
+    "--json",
+    "json_out",
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write the summary as JSON ('-': stdout).",
 )
 @click.option("--keep-going", is_flag=True, help="Summarise readable files; list unreadable ones.")
 @click.option("--fail-on-new", is_flag=True, help="Exit 1 when there are new failures vs baseline.")

@@ -9,8 +9,29 @@ option, like every other bad value.
 from __future__ import annotations
 
 import math
+import shlex
 
 import click
+
+#: A seed: what torch's and Python's generators take (a negative or a 20-digit one is a typo).
+SEED = click.IntRange(0, 2**63 - 1)
+
+
+def shell_words(text: str, *, option: str, example: str) -> list[str]:
+    """``text`` split as a POSIX shell splits it; unbalanced quotes are a usage error.
+
+    Args:
+        option: the option that carried it, named in the message.
+        example: a well-formed value to show.
+    """
+    from regress.errors import UsageError
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise UsageError(
+            f"{option} {text!r}: {str(exc).lower()}; quote it as a shell would, e.g. {example}"
+        ) from None
 
 
 class FiniteFloatRange(click.FloatRange):

@@ -16,7 +16,27 @@ from typing import Any
 
 import click
 
-from regress.files import STDOUT, write_output
+from regress.files import STDOUT, is_standard_output, write_output
+
+
+class OutputFile(click.ParamType):
+    """An output path, ``FILE|-``: a path that is standard output (:func:`is_standard_output`:
+    ``/dev/stdout``, ``/proc/self/fd/1``, the file fd 1 is redirected to) becomes ``-``.
+
+    Converted as the command line is parsed, so every ``== STDOUT`` test after it (JSON alone on
+    stdout, the summary on stderr) holds for those paths too.
+    """
+
+    name = "FILE|-"
+
+    def convert(self, value, param, ctx):
+        if value is None:
+            return None
+        return STDOUT if is_standard_output(value) else str(value)
+
+
+#: The one instance every ``FILE|-`` option uses.
+OUTPUT_FILE = OutputFile()
 
 
 def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no value): stdout."):
@@ -27,6 +47,7 @@ def json_option(help_text: str = "Write the result as JSON to FILE; '-' (or no v
         is_flag=False,
         flag_value=STDOUT,
         default=None,
+        type=OUTPUT_FILE,
         metavar="FILE|-",
         help=help_text,
     )
@@ -39,7 +60,7 @@ def emit(target: str | os.PathLike[str] | None, text: str | bytes, *, option: st
     """
     if target is None:
         return
-    if str(target) == STDOUT:
+    if is_standard_output(target):  # also when an option skipped OUTPUT_FILE
         click.echo(text, nl=False)
         return
     write_output(target, text, option=option)

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import click
 
+from regress.cli.output import OUTPUT_FILE
+
 _DIR = click.option(
     "--dir",
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     default=Path("test-lists"),
     show_default=True,
     help="A test-db directory: l0_*.yml lists, optionally stages.yml and waives.txt.",
@@ -58,7 +61,9 @@ def _write(doc: object, json_out: str) -> None:
     metavar="JSON",
     help="With --context: facts; a block testing a fact not given does not match.",
 )
-@click.option("--json", "json_out", metavar="FILE|-", help="Write JSON here ('-': stdout).")
+@click.option(
+    "--json", "json_out", type=OUTPUT_FILE, metavar="FILE|-", help="Write JSON here ('-': stdout)."
+)
 def show(
     directory: Path,
     stage_name: str | None,
@@ -86,6 +91,12 @@ def show(
     if stage_name is not None and context is not None:
         raise UsageError("give --stage or --context, not both")
     lists = StageLists.load(directory)
+    overview = lists.overview()
+    if not overview["stages"] and not overview["contexts"]:  # an empty folder said nothing
+        raise UsageError(
+            f"--dir {directory}: no test lists there (no l0_*.yml, no stages.yml); point --dir "
+            "at a test-db folder, e.g. --dir test-lists"
+        )
     if stage_name is None and context is None:
         _overview(lists, json_out)
         return
@@ -127,6 +138,7 @@ def _overview(lists, json_out: str | None) -> None:
 @click.option(
     "--root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
     default=None,
     help="Repository root the entries are relative to (default: the list directory's parent).",
 )

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 
 import click
 
-from regress.cli.options import FiniteFloatRange
-from regress.cli.output import emit
+from regress.cli.options import SEED, FiniteFloatRange, shell_words
+from regress.cli.output import OUTPUT_FILE, emit
 from regress.errors import exit_codes_help
 from regress.files import STDOUT, check_output_path, output_errors
 
@@ -21,6 +20,7 @@ _DEFAULT_STORE = ".regress-trend"
 def _store_option(f):
     return click.option(
         "--store",
+        metavar="DIR",
         default=lambda: os.environ.get(_STORE_ENV, _DEFAULT_STORE),
         show_default=f"${_STORE_ENV} or {_DEFAULT_STORE}",
         help="The history folder (keep it as a CI artifact).",
@@ -59,9 +59,13 @@ def add(
     from regress.acceptance.report import Report
     from regress.trend.store import TrendStore
 
+    argv = (
+        shell_words(command, option="--command", example='"regress accept --json -"')
+        if command
+        else None
+    )
     loaded = Report.from_json(sys.stdin.read()) if report == STDOUT else Report.load(report)
     trend_store = TrendStore(store)
-    argv = shlex.split(command) if command else None
     status = trend_store.add(loaded, commit=commit, date=date, command=argv, replace=replace)
     click.echo(f"regress trend: {status} {commit[:12]} in {trend_store.path}", err=True)
 
@@ -78,15 +82,32 @@ def add(
 @click.option(
     "--since", default=None, help="Only regressions first seen on or after this date alarm."
 )
-@click.option("--json", "json_out", default=None, metavar="FILE|-", help="Write the findings.")
 @click.option(
-    "--markdown", "md_out", default=None, metavar="FILE|-", help="Write an issue comment."
+    "--json",
+    "json_out",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write the findings.",
+)
+@click.option(
+    "--markdown",
+    "md_out",
+    default=None,
+    type=OUTPUT_FILE,
+    metavar="FILE|-",
+    help="Write an issue comment.",
 )
 @click.option(
     "--bisect", "bisect", is_flag=True, help="Print the bisect command for each regression."
 )
 @click.option("--run", "run_bisects", is_flag=True, help="With --bisect: start each bisect.")
-@click.option("--repo", default=None, help="With --bisect: the checkout to bisect (default: .).")
+@click.option(
+    "--repo",
+    default=None,
+    metavar="DIR",
+    help="With --bisect: the checkout to bisect (default: .).",
+)
 @click.option(
     "--bisect-option",
     "bisect_options",
@@ -118,7 +139,7 @@ def add(
     help="Fewest nights on each side of a step (default 3): a regression alarms after this "
     "many bad nights; 2 alarms a night sooner, but two odd nights in a row then look like one.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Permutation seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Permutation seed.")
 def check(**opts) -> None:
     """Find change points in every series; exit 1 on an open regression, 0 otherwise.
 
@@ -146,7 +167,7 @@ def check(**opts) -> None:
     )
     options = ["--repo", opts["repo"]] if opts["repo"] else []
     for text in opts["bisect_options"]:
-        options += shlex.split(text)
+        options += shell_words(text, option="--bisect-option", example='"--jobs 4"')
     result = check_store(
         TrendStore(opts["store"]),
         metrics=opts["metrics"],
@@ -205,14 +226,14 @@ def _lines(result) -> list[str]:
 
 @trend.command("plot")
 @_store_option
-@click.option("-o", "--output", "output", required=True, metavar="PNG", help="Where to write.")
+@click.option("-o", "--output", "output", required=True, metavar="FILE", help="The PNG to write.")
 @click.option(
     "--metric",
     "metrics",
     multiple=True,
     help="Series to draw (repeatable). Default: AL per batch size and the AL ratios.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Permutation seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Permutation seed.")
 def plot(store: str, output: str, metrics: tuple[str, ...], seed: int) -> None:
     """Draw each series with its change points marked (needs matplotlib)."""
     from regress.errors import UsageError, require_module

@@ -129,6 +129,16 @@ PLANTS: dict[str, Plant] = {
             _metric("al_batch8"),
         ),
         Plant(
+            "stale_block_table",
+            METADATA_FILE,
+            '        if "stale_block_table" not in self.defects:\n            self._refresh_block_table()\n',
+            "",
+            "perf: build the top-k block table once per forward, in prepare()",
+            "exit-code",
+            CONTRACT_PROBE,
+            "block-table contract",
+        ),
+        Plant(
             "indexer_pool_exhaustion",
             DRAFT_CACHE_FILE,
             "    return 1 + batch_size * blocks_per_request\n",

@@ -80,7 +80,7 @@ print("indexer shapes ok:", run_generation_step(md))
 '''
 
 
-_CONTRACTS = '''"""The map and dense-backend contracts on this commit's metadata and runner (exit 1: broken)."""
+_CONTRACTS = '''"""The map, block-table and dense-backend contracts on this commit's metadata and runner (exit 1: broken)."""
 import os
 import sys
 
@@ -112,6 +112,27 @@ run_forwards(
 pack = {"batch_size": 8, "seq_len_kv_cache": 64, "backend": "trtllm", "defects": ()}
 pristine = snapshot_spec_state(create_run_pack("GEN", seq_len_q=1, **pack))
 found += check_dense_untouched(pristine, create_run_pack("GEN", seq_len_q=4, **pack))
+# The top-k conversion's block table covers every block a chained draft step reaches: request 2
+# (60 cached + 4 verified) writes its first chained draft at position 64, block 2 of 32 tokens.
+from regress.dsa.announce import announce_speculation  # noqa: E402
+from regress.dsa.batch import Batch, prepare_batch  # noqa: E402
+from regress.dsa.invariants import Violation  # noqa: E402
+from regress.dsa.transitions import advance, collapse, save_target  # noqa: E402
+
+md = DSAtrtllmAttentionMetadata(
+    max_num_requests=4,
+    max_num_tokens=32,
+    kv_cache_manager=PagedKVCacheManager.for_requests(4, 512, tokens_per_block=32),
+    defects=(),
+)
+announce_speculation(md, 4, 3)
+prepare_batch(md, Batch(seq_lens=(4, 4, 4, 4), cached=(40, 27, 60, 90)))
+collapse(md, save_target(md), 3, [4, 4, 4, 4])
+advance(md, 4)
+for r, kv in enumerate(md.kv_lens_cuda[:4].tolist()):
+    row = md.block_table[r, : -(-kv // 32)].tolist()
+    if min(row) < 0:
+        found.append(Violation("block_table", f"row {r} (kv {kv}) reads {row}: a block is padding"))
 for v in found:
     print(f"VIOLATION [{v.check}] {v.message}")
 print(f"{len(found)} contract violation(s)")

@@ -39,6 +39,12 @@ class DemoEvent:
     update: Any = None
 
 
+def _report_update(report, name: str, update: Any) -> None:
+    # the watcher already says "probe run N started on X", numbered, as each starts
+    if getattr(update, "kind", None) != "started":
+        report(name, describe_update(update), update)
+
+
 def describe_update(update: Any) -> str:
     """A bisect progress record in words (a round's commits, verdicts and what is left)."""
     if getattr(update, "kind", None) == "step":
@@ -169,7 +175,7 @@ def _bisect(
     watcher.follow(name)
     report(name, "checking both endpoints first (the good one must pass, the bad one fail)")
     started = time.monotonic()
-    result = run_bisect(config, progress=lambda u: report(name, describe_update(u), u))
+    result = run_bisect(config, progress=lambda u: _report_update(report, name, u))
     culprit = result.culprit
     sha = culprit.sha if culprit is not None else None
     return DemoBisect(

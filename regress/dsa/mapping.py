@@ -4,7 +4,7 @@ Mirrors ``build_req_idx_per_token``, the helper merged with PR #16925 and called
 ``DSAtrtllmAttentionMetadata.on_update_kv_lens()``. It lives next to the class it serves:
 ``tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py`` in era B and
 ``tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py`` in era C (the era table is
-``regress.tree.layout.ERAS``). Era A's single ``sparse/dsa.py`` predates the fix; every stored
+``regress.tree.eras.ERAS``). Era A's single ``sparse/dsa.py`` predates the fix; every stored
 era-C version already has it (checked on ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f).
 """
 

@@ -135,6 +135,20 @@ DEFECTS: Registry[Defect] = Registry(
             "batch 1..4 run)",
             (ASSERT,),
         ),
+        Defect(
+            "stale_block_table",
+            "block_table (the top-k conversion's table) is padded with -1 from the target "
+            "forward's host kv lengths and written only up to the widest request's blocks; "
+            "on_update_kv_lens() never refreshes it, so a draft token past the verify window's "
+            "last block loses the keys of that block (its own included), and the widest row "
+            "reads what an earlier forward left past its blocks.",
+            "TensorRT-LLM (open, docs/findings.md finding 1): "
+            "DSAtrtllmAttentionMetadata.prepare_for_indexer_k_cache() and on_update_kv_lens() in "
+            "_torch/attention/backends/sparse/dsa/metadata.py @ 186080bb",
+            "draft tokens that cross a KV block boundary attend without the crossed block; "
+            "acceptance drops by less than any AL gate resolves (benchmarks/block_table.md)",
+            (CONTRACTS,),
+        ),
     ),
 )
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regress.errors import EngineError, UsageError
+from regress.errors import UsageError
 from regress.reference.defects import active_defects
 from regress.reference.layerwise import create_run_pack
 from regress.reference.metadata import DSAtrtllmAttentionMetadata
@@ -77,6 +77,10 @@ class ReferenceEngine:
             ``regress.reference.metadata``); ``regress demo`` passes each commit's own copy.
         draft_cache: the module with the draft layer's cache choices (default:
             ``regress.reference.draft_cache``); ``regress demo`` passes each commit's own copy.
+        tokens_per_block: KV block size of the paged caches (default 16).
+        overlap_scheduler: model the overlap scheduler's host view: the host builds each
+            forward's tables believing every draft of the request's previous iteration was
+            accepted (the device lengths stay true); only ``stale_block_table`` reads it.
     """
 
     model_name = MODEL_NAME
@@ -92,6 +96,8 @@ class ReferenceEngine:
         config: ModelConfig | None = None,
         metadata_cls: type | None = None,
         draft_cache: Any = None,
+        tokens_per_block: int = TOKENS_PER_BLOCK,
+        overlap_scheduler: bool = False,
     ) -> None:
         import torch
 
@@ -99,8 +105,9 @@ class ReferenceEngine:
 
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise EngineError(
-                "device 'cuda' was asked for but torch sees no CUDA device; use --device cpu"
+            # the user's to fix, as `defects --check --device cuda` says (exit 2, not 3)
+            raise UsageError(
+                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
             )
         if self.device.type not in ("cpu", "cuda"):
             raise UsageError(f"device must be cpu or cuda, not {device!r}")
@@ -113,6 +120,8 @@ class ReferenceEngine:
             base = index_share_config(base)  # the defect lives on the index-share path
         self.config = base if seed == 0 else _reseed(base, base.seed + seed)
         self.sentinel = sentinel
+        self.tokens_per_block = int(tokens_per_block)
+        self.overlap_scheduler = bool(overlap_scheduler)
         self.metadata_cls = metadata_cls or DSAtrtllmAttentionMetadata
         self.draft_cache = draft_cache or default_draft_cache
         self.sentinel_violations: list[dict[str, Any]] = []
@@ -219,10 +228,18 @@ class ReferenceEngine:
                 raise UsageError(f"prompt {i} has token ids outside [0, {vocab}): {bad[:5]}")
             need = len(p) + max_new_tokens + max_draft_len + 2
             if need > self.config.max_position:
+                # blame what made it too long: K alone, or the prompt and the token budget
+                longest = max(len(q) for q in prompts)  # K must fit the longest prompt
+                room = self.config.max_position - longest - max_new_tokens - 2
+                fix = (
+                    f"lower --max-draft-len to at most {room}"
+                    if max_draft_len > room >= 1
+                    else "shorten it or lower --max-new-tokens"
+                )
                 raise UsageError(
-                    f"prompt {i} ({len(p)} tokens) + {max_new_tokens} new tokens exceeds the "
-                    f"model's {self.config.max_position} positions; shorten it or lower "
-                    "--max-new-tokens"
+                    f"prompt {i} ({len(p)} tokens) + {max_new_tokens} new tokens + "
+                    f"{max_draft_len} drafts (--max-draft-len) exceeds the model's "
+                    f"{self.config.max_position} positions; {fix}"
                 )
 
 

@@ -2,7 +2,7 @@
 
 Upstream: ``DSAtrtllmAttentionMetadata`` in ``tensorrt_llm/_torch/attention_backend/sparse/dsa.py``
 (era A), ``.../sparse/dsa/metadata.py`` (era B), ``_torch/attention/backends/sparse/dsa/metadata.py``
-(era C); the era table is ``regress.tree.layout.ERAS``. The base and dense classes it extends are
+(era C); the era table is ``regress.tree.eras.ERAS``. The base and dense classes it extends are
 in ``regress.reference.attention_metadata`` and re-exported here.
 
 Only what the two historical bugs touch is mirrored: the counts ``on_update()`` recomputes, the
@@ -59,6 +59,16 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         self.indexer_k_cache_block_offsets = torch.zeros(
             self.max_num_sequences, max_blocks, dtype=torch.int32, device=dev
         )
+        # The top-k conversion's table (upstream ``block_table``): zeros before its first write,
+        # as upstream's buffer pool hands out a zeroed buffer (see ``_prepare_block_table``).
+        self.block_table = torch.zeros(
+            self.max_num_sequences, max_blocks, dtype=torch.int32, device=dev
+        )
+        self._block_cols = torch.arange(max_blocks, dtype=torch.int32, device=dev)
+        #: Cached lengths as the host believes them when it pads ``block_table``: the overlap
+        #: scheduler's optimistic ones (every draft of the previous iteration accepted); None:
+        #: the true ones. Set per forward by a caller that models the overlap scheduler.
+        self.host_view_cached_lens: list[int] | None = None
         self._alloc_kv_lens_cuda_2d()
         self._pool_view: torch.Tensor | None = None
 
@@ -85,6 +95,7 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
             self.indexer_k_cache_block_offsets[:n].copy_(
                 torch.tensor(rows, dtype=torch.int32), non_blocking=True
             )
+            self._prepare_block_table(rows)
         host_map = torch.repeat_interleave(
             torch.arange(n, dtype=torch.int32), self.seq_lens.to(torch.int64)
         )
@@ -102,6 +113,8 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         """
         super().on_update_kv_lens()
         self._refresh_req_idx_per_token()
+        if "stale_block_table" not in self.defects:
+            self._refresh_block_table()
         self._invalidate_pool_view_cache()
         if self.num_tokens > 0:
             self._compute_slot_mapping()
@@ -186,6 +199,42 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         col = torch.div(pos, tpb, rounding_mode="floor").clamp_(0, rows.shape[-1] - 1)
         return rows.gather(-1, col).to(torch.int64) * tpb + pos % tpb
 
+    # -- the top-k conversion's block table (docs/findings.md, finding 1) ------------------------
+    def _prepare_block_table(self, rows: list[list[int]]) -> None:
+        """Upstream's host build: pad from the host kv lengths, write ``[:n, :max_blocks_used]``.
+
+        ``prepare_for_indexer_k_cache()`` (``.../sparse/dsa/metadata.py`` @ 186080bb) counts each
+        request's blocks from ``cached + seq_lens`` on the host, writes the pool rows with every
+        column at or past that count set to ``-1``, and writes only the columns up to the widest
+        request's count: later columns keep what an earlier forward left in the row.
+        """
+        import torch
+
+        n, tpb = self.num_seqs, self.tokens_per_block
+        cached = self.host_view_cached_lens or self.cached_token_lens
+        cached = list(cached[:n]) + [0] * (n - len(cached[:n]))
+        kv = torch.tensor(cached, dtype=torch.int32) + self.seq_lens
+        blocks = (kv + tpb - 1) // tpb
+        used = min(int(blocks.max()) if n else 1, self.block_table.shape[1])
+        host = torch.tensor(rows, dtype=torch.int32)[:, :used]
+        host.masked_fill_(torch.arange(used).unsqueeze(0) >= blocks.unsqueeze(1), -1)
+        self.block_table[:n, :used].copy_(host, non_blocking=True)
+
+    def _refresh_block_table(self) -> None:
+        """The fix: re-derive the padding from ``kv_lens_cuda`` on device, every column.
+
+        Capture-safe (no host sync, no data-dependent shape), so it may run in every draft step.
+        """
+        import torch
+
+        n, tpb = self.num_seqs, self.tokens_per_block
+        if not n:
+            return
+        blocks = (self.kv_lens_cuda[:n] + tpb - 1) // tpb
+        owned = self._block_cols.unsqueeze(0) < blocks.unsqueeze(1)
+        rows = self.indexer_k_cache_block_offsets[:n]
+        self.block_table[:n] = torch.where(owned, rows, torch.full_like(rows, -1))
+
     def _invalidate_pool_view_cache(self) -> None:
         self._pool_view = None
 
@@ -196,7 +245,15 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
 
             req = self.req_idx_per_token[: self.num_tokens].to(torch.int64)
             req = req.clamp(0, max(self.num_seqs - 1, 0))
-            self._pool_view = self.indexer_k_cache_block_offsets[req]
+            # Upstream converts through block_table; its -1 padding drops a key. The engine
+            # reads it only where that can differ from the pool rows, under the defect, so
+            # every other defect keeps its calibrated behaviour.
+            table = (
+                self.block_table
+                if "stale_block_table" in self.defects
+                else self.indexer_k_cache_block_offsets
+            )
+            self._pool_view = table[req]
         return self._pool_view
 
     def local_to_global(self, local_idx: torch.Tensor) -> torch.Tensor:
@@ -208,8 +265,9 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         """
         import torch
 
-        valid = local_idx >= 0
         slots = self._slots(self._ensure_pool_view_cached(), local_idx.clamp(min=0).to(torch.int64))
+        # a negative table entry (padding) gives a negative slot: dropped, as the kernel does
+        valid = (local_idx >= 0) & (slots >= 0)
         return torch.where(valid, slots, torch.full_like(slots, -1))
 
     def _fill_kv_lens_cuda_2d(self) -> None:

@@ -55,6 +55,20 @@ class LiveRequest:
     state: Any = None  # context state z at the last cached position (None: a fresh prompt)
 
 
+def _host_view_cached(r: LiveRequest, k: int) -> int:
+    """The cached length the overlap scheduler's host assumes: every previous draft accepted.
+
+    The host prepares this forward before the previous one's acceptance is known, so it counts
+    ``K + 1`` new tokens for it (a context's output too, hence ``K`` over after a prefill); the
+    device lengths are corrected afterwards (``pyexecutor/model_engine.py`` @ 001e6700,
+    ``_prepare_tp_inputs``: past + runtime_draft_len + 1, offsets new_tokens_lens - K - 1).
+    """
+    if r.cached == 0:
+        return 0
+    previous = r.trace.accepted[-1] if r.trace.accepted else 0
+    return r.cached + k - previous
+
+
 class ServingRun:
     """State of one ``generate`` call: caches, metadata, the live batch and its counters."""
 
@@ -67,13 +81,14 @@ class ServingRun:
         self.prompts = [[int(t) for t in p] for p in prompts]
         max_prompt = max(len(p) for p in self.prompts)
         self.max_seq = max_prompt + max_new_tokens + k + 2
-        blocks = -(-self.max_seq // TOKENS_PER_BLOCK)
-        self.width = blocks * TOKENS_PER_BLOCK
+        tpb = getattr(engine, "tokens_per_block", TOKENS_PER_BLOCK)
+        blocks = -(-self.max_seq // tpb)
+        self.width = blocks * tpb
         # Room for the dummy requests a CUDA-graph replay pads the batch with.
         max_reqs = padded_batch_size(batch_size)
         self.manager = PagedKVCacheManager(
             num_blocks=1 + batch_size * blocks,
-            tokens_per_block=TOKENS_PER_BLOCK,
+            tokens_per_block=tpb,
             max_blocks_per_seq=blocks,
         )
         self.md = engine.metadata_cls(
@@ -175,6 +190,8 @@ class ServingRun:
         # What the executor announces first in every forward, before the layout is set (the
         # path bug 2's benchmark skipped), then the layout and prepare().
         announce_speculation(md, forward.batch_size, k)
+        if getattr(self.e, "overlap_scheduler", False):
+            md.host_view_cached_lens = [_host_view_cached(r, k) for r in live]
         prepare_batch(md, forward)
         tok = torch.tensor(tokens, device=self.dev)
         pos = torch.tensor(positions, device=self.dev)

@@ -1,8 +1,17 @@
-"""Run real TensorRT-LLM Python (the DSA metadata) from a source checkout on a CPU.
+"""The CPU sandbox: runs real TensorRT-LLM Python (the DSA metadata, the speculative workers) from a
+source checkout on a CPU, with no build, no wheel and no GPU.
+
+It owns how upstream's code is loaded (``shells``: package shells whose ``__init__`` never runs;
+``stubs``: strict stubs for compiled and GPU-only modules), what it is given instead of the missing
+pieces (``eras``: the stubs' values and how metadata is built; ``fakes``: the KV-cache managers;
+``cuda``: CUDA on the CPU; ``drafts`` and ``workers``: the draft model, spec metadata and inputs
+handed to upstream's one-model workers), whose code raised (``blame``: a verdict or a gap) and
+upstream's own unit tests run through it (``pytest_sandbox``). Where the tree's files are is
+:mod:`regress.tree`'s; what is checked, :mod:`regress.check`'s.
 
 The vocabulary shared by the sandbox modules lives here: :class:`SandboxGap` (the tree needs
 something the sandbox does not provide: exit 3) and :class:`Ledger` (everything the sandbox faked,
-so a reader can judge the result). ``check.run_check`` is the library entry point.
+so a reader can judge the result; its JSON form written and read side by side).
 """
 
 from __future__ import annotations
@@ -70,6 +79,17 @@ class Ledger:
             ],
             "cpu_gpu_divergences": list(self.divergences),
         }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Ledger:
+        """The ledger :meth:`to_json` wrote."""
+        ledger = cls(
+            real_modules=list(doc.get("real_modules", [])),
+            divergences=list(doc.get("cpu_gpu_divergences", [])),
+        )
+        for f in doc.get("faked", []):
+            ledger.fakes[(f["kind"], f["name"])] = Fake(**f)
+        return ledger
 
 
 __all__ = ["Fake", "Ledger", "SandboxGap"]

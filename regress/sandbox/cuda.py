@@ -13,8 +13,9 @@ CUDA APIs with no CPU meaning are faked too, since on a CPU build of torch they 
 ``Tensor.record_stream``. On a CPU every operation completes before the next starts, so ordering
 through them is trivially satisfied; what they would order on a GPU is not checked here. Upstream
 ends DSA ``prepare()`` with ``torch.cuda.Event().record()`` (the host-stage ring of
-``_record_prepare_host_stage_slot``, ``attention_backend/sparse/dsa/metadata.py`` stored id
-57530523289). Every interception is counted in the :class:`~regress.sandbox.Ledger`.
+``_record_prepare_host_stage_slot`` in the newest stored version of
+``tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py``, commit unknown). Every
+interception is counted in the :class:`~regress.sandbox.Ledger`.
 
 The function mode that rewrites placement is per thread in torch: code run in another thread
 (the upstream worker a :mod:`regress.check.caller` run drives) enters :func:`device_mode`.

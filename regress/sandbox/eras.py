@@ -1,11 +1,10 @@
-"""Per-era table: which real modules run, what the stubs must answer, how metadata is built.
+"""What the sandbox supplies per tree: the stubs' answers, the environment, how metadata is built.
 
-Era detection is :func:`regress.tree.layout.resolve_source_tree` (one table of eras for all
-of regress); this module only adds what the sandbox needs per era. Needs were found by running the
-real files (``../shared/trtllm-facts.md``, "Running upstream DSA metadata on a CPU"): era B @
-e5c90626 (``attention_backend/sparse/dsa/metadata.py`` with ``indexer.py``, ``trtllm.py``,
-``interface.py``), era A ``attention_backend/sparse/dsa.py`` @ 00e3c1a5, era C
-``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
+The era and what runs for real in it are the tree's (:mod:`regress.tree.eras`, resolved once by
+:func:`regress.tree.source.resolve_source_tree`); this module adds only what the sandbox fakes.
+The values were found by running the real files on a CPU: era B ``sparse/dsa/metadata.py`` @
+e5c90626 (with ``indexer.py``, ``trtllm.py``, ``interface.py``), era A ``sparse/dsa.py`` @
+00e3c1a5, era C ``attention/backends/sparse/dsa/metadata.py`` @ d3d4066f.
 """
 
 from __future__ import annotations
@@ -26,30 +25,8 @@ from regress.sandbox.fakes import (
     RecordingLogger,
 )
 from regress.sandbox.stubs import StubModule, is_placeholder
-from regress.tree.layout import ERAS, TrtllmLayout
-
-#: Modules executed from source, relative to the ``tensorrt_llm`` directory, per era.
-#: ``{backends}`` and ``{dsa}`` are the era's backend directory and DSA module (layout.ERAS).
-REAL: dict[str, tuple[str, ...]] = {
-    "A": ("{backends}/interface.py", "{backends}/trtllm.py", "{dsa}"),
-    "B": (
-        "{backends}/interface.py",
-        "{backends}/trtllm.py",
-        "{dsa_dir}/indexer.py",
-        "{dsa}",
-    ),
-    "C": (
-        "{backends}/interface.py",
-        "{backends}/trtllm.py",
-        "{dsa_dir}/indexer.py",
-        "{dsa}",
-    ),
-}
-#: Executed from source when present (later era B and C construct metadata from them).
-OPTIONAL_REAL: tuple[str, ...] = ("{dsa_dir}/params.py", "{backends}/sparse/params.py")
-
-#: The layer-wise runner of bug 2 (``Runner.create_run_pack``), loaded only by its scenario.
-RUNNER = "tools/layer_wise_benchmarks/runner.py"
+from regress.tree.eras import CALLER_FILES, OPTIONAL_REAL, RUNNER, dotted
+from regress.tree.source import SourceTree
 
 #: Values of sparse-attention settings the metadata reads (DeepSeek-V3.2 defaults).
 SPARSE_SETTINGS: dict[str, Any] = {
@@ -81,16 +58,6 @@ ENV = {"TRTLLM_FUSED_DSA_METADATA": "0", "TRTLLM_DISABLE_FUSED_DSA_METADATA": "1
 
 #: A fused-metadata gate read from the DSA module's source: ``os.environ.get("TRTLLM_..FUSED..")``.
 _FUSED_GATE = re.compile(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z0-9_]*FUSED[A-Z0-9_]*)["']""")
-
-#: The one-model speculative workers' modules (relative to ``tensorrt_llm/``), executed from
-#: source when present so that ``regress check`` drives upstream's own draft loop
-#: (:mod:`regress.sandbox.workers`); ``interface.py`` holds ``SpecWorkerBase``.
-CALLER_FILES: tuple[str, ...] = (
-    "_torch/speculative/interface.py",
-    "_torch/speculative/eagle3.py",
-    "_torch/speculative/mtp.py",
-    "_torch/speculative/draft_target.py",
-)
 
 
 @dataclass
@@ -194,13 +161,13 @@ class EraPlan:
     """What to execute for one resolved tree.
 
     Attributes:
-        layout: the resolved tree (era, module locations).
+        tree: the resolved tree (its era, module locations).
         real: dotted names executed from source.
         dsa_module: the module defining ``DSAtrtllmAttentionMetadata``.
         runner_module: the layer-wise runner module, or None when the tree has none.
     """
 
-    layout: TrtllmLayout
+    tree: SourceTree
     real: tuple[str, ...]
     dsa_module: str
     runner_module: str | None
@@ -210,37 +177,27 @@ class EraPlan:
 
     @property
     def checkout(self) -> Path:
-        return self.layout.package_dir.parent
+        return self.tree.package_dir.parent
 
 
-def _dotted(rel: str) -> str:
-    return "tensorrt_llm." + rel.removesuffix(".py").replace("/", ".")
-
-
-def plan_for(layout: TrtllmLayout) -> EraPlan:
-    """The modules to execute for ``layout`` (its era decides the table row)."""
-    era = next(e for e in ERAS if e.name == layout.era)
-    fields = {
-        "backends": era.backends,
-        "dsa": era.dsa_metadata,
-        "dsa_dir": era.dsa_metadata.rsplit("/", 1)[0],
-    }
-    real = [_dotted(p.format(**fields)) for p in REAL[layout.era]]
-    for pattern in OPTIONAL_REAL:
-        rel = pattern.format(**fields)
-        if (layout.package_dir / rel).is_file() and _dotted(rel) not in real:
-            real.insert(0, _dotted(rel))
-    runner = layout.package_dir / RUNNER
-    gates = fused_gates(layout.package_dir / era.dsa_metadata)
+def plan_for(tree: SourceTree) -> EraPlan:
+    """The modules to execute for ``tree`` (its era's :attr:`~regress.tree.eras.Era.real`)."""
+    era = tree.era
+    real = [dotted(rel) for rel in era.files(era.real)]
+    for rel in era.files(OPTIONAL_REAL):
+        if (tree.package_dir / rel).is_file() and dotted(rel) not in real:
+            real.insert(0, dotted(rel))
+    runner = tree.package_dir / RUNNER
+    gates = fused_gates(tree.package_dir / era.dsa_metadata)
     env = dict(ENV)
     for gate in gates:  # a gate regress does not know yet: disable by its name's sense
         env.setdefault(gate, "1" if "DISABLE" in gate else "0")
-    callers = [_dotted(f) for f in CALLER_FILES if (layout.package_dir / f).is_file()]
+    callers = [dotted(f) for f in CALLER_FILES if (tree.package_dir / f).is_file()]
     return EraPlan(
-        layout=layout,
+        tree=tree,
         real=tuple(real),
-        dsa_module=_dotted(era.dsa_metadata),
-        runner_module=_dotted(RUNNER) if runner.is_file() else None,
+        dsa_module=dotted(era.dsa_metadata),
+        runner_module=dotted(RUNNER) if runner.is_file() else None,
         env=env,
         fused_gates=gates,
         caller_modules=tuple(callers),
@@ -359,6 +316,8 @@ class Upstream:
     workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
     #: a production-matrix cell's params switches (``build_params``'s ``overrides``)
     sparse_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the production-matrix cell this sandbox was set up for (``regress.check.production``)
+    matrix_cell: Any = None
 
     def make_metadata(
         self,

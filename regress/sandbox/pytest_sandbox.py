@@ -47,7 +47,7 @@ def _inside(arg: str, checkout: Path, cwd: Path) -> bool:
 
 def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
     """Install :class:`SandboxedTests` when the run's test paths lie inside ``source``."""
-    from regress.tree.layout import TrtllmLayoutError, resolve_source_tree
+    from regress.tree.source import SourceTreeError, resolve_source_tree
 
     cwd = Path(config.invocation_params.dir)
     checkout = (source if source.is_absolute() else cwd / source).resolve()
@@ -63,10 +63,10 @@ def register(config: pytest.Config, source: Path) -> SandboxedTests | None:
             "tests (paths inside it) and other tests in separate pytest runs"
         )
     try:
-        layout = resolve_source_tree(checkout)
-    except TrtllmLayoutError as exc:
+        tree = resolve_source_tree(checkout)
+    except SourceTreeError as exc:
         raise pytest.UsageError(f"--trtllm-src: {exc}") from None
-    plugin = SandboxedTests(layout)
+    plugin = SandboxedTests(tree)
     config.pluginmanager.register(plugin, PLUGIN_NAME)
     plugin.start()
     return plugin
@@ -109,15 +109,14 @@ def cuda_present(ledger: Ledger, sm: int) -> Iterator[None]:
 class SandboxedTests:
     """The pytest plugin object of a run of upstream's tests (see the module docstring)."""
 
-    def __init__(self, layout: Any, settings: Settings | None = None) -> None:
+    def __init__(self, tree: Any, settings: Settings | None = None) -> None:
         from regress.sandbox.shells import Sandbox
-        from regress.tree.layout import ERAS
 
         self.settings = settings or Settings()
-        self.plan = plan_for(layout)
-        self.era = layout.era
+        self.plan = plan_for(tree)
+        self.era = tree.era.name
         real = list(self.plan.real)
-        package_init = next(e for e in ERAS if e.name == layout.era).package_init
+        package_init = tree.era.package_init
         if package_init:  # era B/C: the DSA package re-exports the metadata and its helpers
             real.append(
                 "tensorrt_llm." + package_init.removesuffix("/__init__.py").replace("/", ".")

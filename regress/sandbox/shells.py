@@ -5,8 +5,9 @@ into the tree, so ``tensorrt_llm/__init__.py`` (which loads the compiled binding
 Modules named real are executed from their source file; every other ``tensorrt_llm.*`` module and
 the third-party packages of :data:`regress.sandbox.stubs.THIRD_PARTY` are strict stubs. A shell
 still answers the names its ``__init__`` re-exports from a real submodule
-(``from ..attention_backend import AttentionMetadata`` in ``speculative/eagle3.py``, stored id
-51981746824): the ``from .interface import AttentionMetadata`` lines of the package's
+(``from ..attention_backend import AttentionMetadata`` in
+``tensorrt_llm/_torch/speculative/eagle3.py``, the one stored version, commit unknown): the
+``from .interface import AttentionMetadata`` lines of the package's
 ``__init__.py`` are read, never run, and only a name that comes from a module the sandbox executes
 anyway is handed out; anything else stays missing, a gap. The
 sandbox owns ``sys.modules`` entries under those names only while it is entered and restores

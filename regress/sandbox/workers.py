@@ -1,21 +1,22 @@
 """Upstream's one-model speculative workers: found in the tree, built, and given one forward's inputs.
 
-The workers are found by inspecting the modules of :data:`regress.sandbox.eras.CALLER_FILES`
+The workers are found by inspecting the modules of :data:`regress.tree.eras.CALLER_FILES`
 once they are executed in the sandbox, never by line: every class defined there that subclasses
 ``SpecWorkerBase`` (``speculative/interface.py``) or, in trees older than it, an ``nn.Module``
 whose draft-loop method takes ``attn_metadata``, ``spec_metadata`` and ``draft_model``. Which
 draft-loop method holds the loop is read from the class too: ``_forward_impl`` where
-``SpecWorkerBase.forward`` is final and delegates to it (``speculative/interface.py`` stored id
-57352998664, which forbids subclasses to override ``forward``), else ``forward``. The worker is
+``SpecWorkerBase.forward`` is final and delegates to it (the stored version of
+``tensorrt_llm/_torch/speculative/interface.py`` that names ``_forward_linear_draft_loop``, commit
+unknown, forbids subclasses to override ``forward``), else ``forward``. The worker is
 always entered through ``forward`` (``nn.Module.__call__``), as the model calls it.
 
-Read from upstream: ``Eagle3OneModelWorker`` / ``MTPEagleWorker`` (``eagle3.py`` stored id
-51981746824: built with a ``spec_config`` whose ``spec_dec_mode`` says whether it is the
+Read from upstream: ``Eagle3OneModelWorker`` / ``MTPEagleWorker`` (``eagle3.py``, the one stored
+version, commit unknown: built with a ``spec_config`` whose ``spec_dec_mode`` says whether it is the
 one-model MTP-Eagle mode; for MTP-Eagle the draft loop calls the first of
 ``draft_model.mtp_layers`` with ``embed_tokens`` and the step's inputs, then its ``shared_head``;
 for Eagle3 it calls ``draft_model.model``, which returns the hidden states and the ones to save,
 then ``apply_eagle3_fc`` and ``logits_processor``), ``DraftTargetOneModelWorker``
-(``draft_target.py`` stored ids 46805581091 and 56138054636: ``draft_model.model`` gives the
+(two stored versions of ``draft_target.py``, commits unknown: ``draft_model.model`` gives the
 hidden states, then ``logits_processor``) and the vanilla ``MTPWorker`` (``mtp.py`` @ 23ee85ee:
 each of ``draft_model.mtp_layers`` in turn, its ``shared_head`` giving last-token logits). The
 target logits are built so that upstream's own strict acceptance

@@ -4,12 +4,15 @@ The map contract (:func:`regress.dsa.invariants.check_req_idx_map`) is written a
 and a buffer, not a class; here it is applied to every map an object has, after any call:
 
 * ``req_idx_per_token``: DSA and every subclass (DeepSeek-V4 rebuilt it again in
-  ``_compute_token_positions``, ``.../sparse/deepseek_v4/metadata.py`` stored id 57098731176;
-  at 5ca7a947 it only reads it, relying on DSA's rebuild);
-* ``qsa_req_idx_per_token``: QSA (``.../sparse/qsa/``, read by ``QSAIndexer.update_cache_and_compress``,
-  stored id 57436106669);
-* the ragged-verification row maps (``attention_backend/sparse/dsa/metadata.py`` stored id
-  57530523289): ``row_req_idx_cuda`` maps each verification row to its generation request
+  ``_compute_token_positions`` in an older stored version of
+  ``tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/metadata.py``, commit unknown; at
+  5ca7a947 it only reads it, relying on DSA's rebuild);
+* ``qsa_req_idx_per_token``: QSA (``.../sparse/qsa/``, read by
+  ``QSAIndexer.update_cache_and_compress`` in a stored version of ``.../sparse/qsa/indexer.py``,
+  commit unknown);
+* the ragged-verification row maps (the newest stored version of
+  ``tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py``, commit unknown):
+  ``row_req_idx_cuda`` maps each verification row to its generation request
   (``_prepare_ragged_row_kv_lens``: request ``g`` repeated once per verification row it has) and
   ``attn_row_req_idx_cuda`` maps contexts and rows to their requests (the contexts first, in
   order, then the row map shifted past them; ``_prepare_token_major_gen_rows``). They describe the verify

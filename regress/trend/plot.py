@@ -7,14 +7,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from regress import DISTRIBUTION
 from regress.errors import require_module
 from regress.files import write_atomic
+from regress.install import install_hint
 from regress.trend.check import SeriesChange
 from regress.trend.series import Metric, Series, build_series, default_metrics
 from regress.trend.store import TrendStore
 
-_INSTALL = f"pip install matplotlib   (or: pip install '{DISTRIBUTION}[plot]')"
+_INSTALL = install_hint("plot")
 
 
 def plotted_series(store: TrendStore, metrics: Sequence[str] = ()) -> list[Series]:

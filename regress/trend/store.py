@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -200,21 +201,30 @@ class TrendStore:
             command=list(command) if command else None,
             added=normalize_date(None),
         )
-        with self._locked():
-            stored = {e.key: e for e in self._read()}
-            old = stored.get(entry.key)
-            status = "added"
-            if old is not None:
-                if old.report == entry.report and old.command == entry.command:
-                    return "unchanged"
-                if not replace:
-                    raise UsageError(
-                        f"the store already holds a different report for commit {commit} on "
-                        f"{entry.date} (configuration {entry.config_id}); pass --replace to "
-                        "supersede it, or --date for another night"
-                    )
-                status = "replaced"
-            self._append(entry.to_json() + "\n")
+        made = not self.directory.exists()
+        try:
+            with self._locked():
+                return self._add(entry, replace)
+        except BaseException:
+            self._undo_creation(made)
+            raise
+
+    def _add(self, entry: Entry, replace: bool) -> str:
+        """Append ``entry`` unless the same night is stored (we hold the lock)."""
+        stored = {e.key: e for e in self._read()}
+        old = stored.get(entry.key)
+        status = "added"
+        if old is not None:
+            if old.report == entry.report and old.command == entry.command:
+                return "unchanged"
+            if not replace:
+                raise UsageError(
+                    f"the store already holds a different report for commit {entry.commit} on "
+                    f"{entry.date} (configuration {entry.config_id}); pass --replace to "
+                    "supersede it, or --date for another night"
+                )
+            status = "replaced"
+        self._append(entry.to_json() + "\n")
         return status
 
     def _append(self, line: str) -> None:
@@ -222,12 +232,34 @@ class TrendStore:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             self._drop_torn_tail(fd)
-            written = os.write(fd, data)  # one write: O_APPEND puts it at the end, whole
-            if written != len(data):
-                raise OSError(f"short write to {self.path} ({written} of {len(data)} bytes)")
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                written = os.write(fd, data)  # one write: O_APPEND puts it at the end, whole
+                if written != len(data):
+                    raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+                os.fsync(fd)
+            except OSError as exc:
+                os.ftruncate(fd, size)  # no torn line, and no empty history left behind
+                raise UsageError(
+                    f"cannot write the trend store {self.path} ({exc.strerror or exc}); free "
+                    "space on its device or pass another --store"
+                ) from None
         finally:
             os.close(fd)
+
+    def _undo_creation(self, made: bool) -> None:
+        """After a failed add, remove the empty history, lock and folder that add created.
+
+        A full disk used to leave an empty ``history.jsonl`` and a lock behind, so the next
+        ``trend check`` found a store "holding no nights" instead of no store.
+        """
+        with contextlib.suppress(OSError):
+            if self.path.exists() and self.path.stat().st_size == 0:
+                self.path.unlink()
+            if not self.path.exists():
+                (self.directory / LOCK).unlink(missing_ok=True)
+            if made:
+                self.directory.rmdir()
 
     def _drop_torn_tail(self, fd: int) -> None:
         """Cut a last line a crash left without its newline (we hold the lock)."""

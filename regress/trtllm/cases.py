@@ -46,7 +46,7 @@ MAX_NEW_TOKENS = 256
 # and 29% conditional acceptance at depth 4, so 5% separates them with room on both sides.
 TOLERANCE = 0.05
 
-# The axes of the bug classes found after #16925 (trtllm-facts.md, "Upstream since #16925").
+# The axes of the bug classes upstream fixed after PR #16925 (each line names its PR).
 #: #18662: AL 1.0 with ``use_kv_cache_manager_v2=False`` on DSA (seen at K=1 on H200).
 KV_MANAGERS: tuple[str, ...] = ("v2", "v1")
 KV_AXIS = {"batch_sizes": (1, 8), "draft_lens": (1, 3), "cuda_graph": (True,)}

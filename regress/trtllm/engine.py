@@ -18,17 +18,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regress import DISTRIBUTION
 from regress.acceptance.engines import EngineProgress, Prompt
 from regress.acceptance.engines.streaming import account_stream, cross_check, deltas_from_lengths
 from regress.acceptance.trace import RequestTrace
 from regress.errors import EngineError, RegressError, UsageError, require_module
+from regress.install import install_hint
 from regress.plugins import Plugin
 from regress.trtllm.llm_config import build_mtp_config, graph_batch_sizes
 
-INSTALL = (
-    f"pip install tensorrt_llm   (or: pip install '{DISTRIBUTION}[trtllm]'), on a machine with CUDA"
-)
+INSTALL = f"{install_hint('trtllm')}, on a machine with CUDA"
 
 
 @dataclass

@@ -51,7 +51,7 @@ class HookConfig:
     Attributes:
         sink_dir: directory receiving one ``<pid>.jsonl`` file per process.
         module_names: modules that define or re-export the DSA metadata class (see
-            ``regress.tree.layout.TrtllmLayout.dsa_module_names``); the first one imported wins.
+            ``regress.tree.source.SourceTree.dsa_module_names``); the first one imported wins.
         class_name: the metadata class to hook.
         sentinel: ``"module:attr"`` of a zero-argument factory returning an object with
             ``attach(metadata)`` and a ``violations`` sequence.

@@ -22,7 +22,7 @@ from regress.trtllm.shapes import ShapeResult, check_metadata, find_deepgemm_ass
 #: The ``python -m`` entry point of the child process (a CLI module).
 CHILD = "regress.cli.child"
 
-# Bug 2 (trtllm-facts.md): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
+# Bug 2 (fixed by NVIDIA/TensorRT-LLM PR #17247): Runner.create_run_pack (tensorrt_llm/tools/layer_wise_benchmarks/
 # runner.py) never announced seq_len_q > 1 GEN packs to the attention metadata, so DSA's
 # kv_lens_cuda_2d stayed one column wide and DeepGEMM aborted. The fix must stay confined to DSA:
 # non-DSA metadata keeps max_total_draft_tokens unset. A DeepGEMM host assertion may kill the

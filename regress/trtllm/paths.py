@@ -1,7 +1,7 @@
 """The installed ``tensorrt_llm``: its layout, found without importing it, and loading a class.
 
 The layout itself (eras, where each class lives) is read from files by
-:func:`regress.tree.layout.resolve_source_tree`, the one era rule; this module only finds the
+:func:`regress.tree.source.resolve_source_tree`, the one era rule; this module only finds the
 installed package directory to read, and imports a resolved class where the engine is about to run.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from regress.errors import MissingDependencyError
-from regress.tree.layout import Location, TrtllmLayout, resolve_source_tree
+from regress.tree.source import Location, SourceTree, resolve_source_tree
 
 FindSpec = Callable[[str], object]
 
 
-def resolve_installed(find_spec: FindSpec | None = None) -> TrtllmLayout:
+def resolve_installed(find_spec: FindSpec | None = None) -> SourceTree:
     """Resolve the layout of the importable ``tensorrt_llm`` without importing it.
 
     ``importlib.util.find_spec`` on a top-level name locates the package without executing it, so
@@ -26,7 +26,7 @@ def resolve_installed(find_spec: FindSpec | None = None) -> TrtllmLayout:
 
     Raises:
         MissingDependencyError: when ``tensorrt_llm`` is not importable.
-        TrtllmLayoutError: when it is, but no known layout matches.
+        SourceTreeError: when it is, but no known layout matches.
     """
     spec = (find_spec or importlib.util.find_spec)("tensorrt_llm")
     locations = list(getattr(spec, "submodule_search_locations", None) or [])
@@ -39,7 +39,7 @@ def resolve_installed(find_spec: FindSpec | None = None) -> TrtllmLayout:
     return resolve_source_tree(Path(locations[0]))
 
 
-def resolve(source: Path | str | None = None, *, find_spec: FindSpec | None = None) -> TrtllmLayout:
+def resolve(source: Path | str | None = None, *, find_spec: FindSpec | None = None) -> SourceTree:
     """Resolve a given source tree, or the installed package when ``source`` is None."""
     if source is not None:
         return resolve_source_tree(source)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from regress import DISTRIBUTION
+from regress.install import install_hint
 
 MODELS_ROOT_ENV = "LLM_MODELS_ROOT"
 # Mirrors upstream tests' llm_models_root(): $LLM_MODELS_ROOT first, then the CI cluster mounts.
@@ -220,7 +220,7 @@ def missing_trtllm(environment: Environment | None = None) -> Unmet | None:
             "trtllm",
             "needs tensorrt_llm, which is not importable here"
             + detail
-            + f" (pip install '{DISTRIBUTION}[trtllm]' or a TensorRT-LLM container)",
+            + f" ({install_hint('trtllm')}, or a TensorRT-LLM container)",
         )
     return None
 

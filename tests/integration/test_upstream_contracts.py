@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from regress.check.check import run_check, scenario_names
+from regress.check.catalog import scenario_names
+from regress.check.check import run_check
 
 
 @pytest.mark.parametrize("scenario", scenario_names())

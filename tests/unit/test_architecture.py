@@ -29,6 +29,8 @@ BISECT_MAY_IMPORT = {
 }
 #: Entry points allowed to import the CLI.
 CLI_IMPORTERS = {"regress.__main__"}
+#: ``regress check``'s packages, lowest first: each imports only the ones before it.
+CHECK_LAYERS = ("regress.tree", "regress.sandbox", "regress.check")
 
 
 def _module_name(path: Path) -> str:
@@ -190,6 +192,16 @@ def test_nothing_imports_the_cli(graph):
         and any(_component(i) == "regress.cli" for i in imports)
     )
     assert importers == []
+
+
+def test_tree_sandbox_and_check_import_only_downwards(graph):
+    upward = {
+        module: sorted(i for i in imports if _component(i) in CHECK_LAYERS[k + 1 :])
+        for k, layer in enumerate(CHECK_LAYERS)
+        for module, imports in graph.items()
+        if _component(module) == layer
+    }
+    assert {m: i for m, i in upward.items() if i} == {}
 
 
 def _library_sources() -> Iterator[tuple[str, ast.Module]]:

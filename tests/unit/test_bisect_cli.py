@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from junitparser import Failure, JUnitXml, Skipped
+from junitparser import Failure, JUnitXml
 
 from regress.bisect.git import CommitInfo
 from regress.bisect.report import BisectResult, Step, to_junit, to_markdown
@@ -37,11 +37,14 @@ def test_help_documents_the_shape_and_exit_codes():
     out = CliRunner().invoke(cli, ["bisect", "--help"]).output
     for sub in ("run", "log", "status", "reset"):
         assert sub in out
-    run_help = CliRunner().invoke(cli, ["bisect", "run", "--help"]).output
+    output = CliRunner().invoke(cli, ["bisect", "run", "--help"]).output
+    # short (details in the README) and wrapped for a terminal (issue 31: 102 lines, 177 wide)
+    assert len(output.splitlines()) < 100 and max(map(len, output.splitlines())) < 100
+    run_help = " ".join(output.split())
     for text in (
         "-- ./probe.sh",
         "DG_HOST_ASSERT",
-        "0 culprit found, 3 inconclusive",
+        "0 culprit found; 3 inconclusive",
         "--find-fix",
         "--launcher",
         "REGRESS_COMMIT",
@@ -82,8 +85,11 @@ def test_run_writes_json_junit_markdown(setup):
     assert "candidates" in result.stderr  # live progress
     suite = next(iter(JUnitXml.fromfile(str(tmp / "r.xml"))))
     cases = {c.name.split()[0]: c for c in suite}
-    assert len(cases) == len(doc["steps"])
-    assert any(isinstance(r, Failure) for r in cases[shas[6][:12]].result)
+    assert len(cases) == len(doc["steps"]) + 1  # and the outcome
+    assert cases[shas[6][:12]].name.startswith(f"{shas[6][:12]} [bad]")
+    # a bisect that found its culprit (exit 0) is green: no failure anywhere (issue 31)
+    assert suite.failures == 0 and suite.errors == 0
+    assert not any(isinstance(r, Failure) for c in suite for r in c.result)
     assert "`" + shas[6][:12] + "`" in (tmp / "r.md").read_text()
 
 
@@ -237,8 +243,11 @@ def test_renderings_of_a_result():
     xml = to_junit(result)
     suite = next(iter(JUnitXml.fromstring(xml)))
     kinds = [type(c.result[0]).__name__ if c.result else "passed" for c in suite]
-    assert kinds == ["passed", "Skipped", "Failure"]
-    assert isinstance(list(suite)[1].result[0], Skipped)
+    assert kinds == ["passed", "Skipped", "passed", "passed"]  # good, untestable, bad, outcome
+    assert "[bad]" in list(suite)[2].name and list(suite)[3].name == "outcome"
+    unanswered = sample_result(status="ambiguous", culprit=None, candidates=[result.culprit])
+    outcome = list(next(iter(JUnitXml.fromstring(to_junit(unanswered)))))[-1]
+    assert outcome.name == "outcome" and isinstance(outcome.result[0], Failure)
     text = result.summary()
     assert (
         "confidence 0.995" in text
@@ -265,3 +274,74 @@ def test_an_endpoint_failure_is_one_line_and_the_log_says_what_will_rerun(setup)
     assert "could not start" in line and "(output: " in line
     log = invoke(tmp, "log")
     assert log.output.count("(the probe did not run: a rerun tries again)") == 4
+
+
+def test_run_says_which_probe_started_on_which_commit_before_it_ends(setup):
+    """Issue 31: the first line came when both endpoint probes had finished (20 minutes of
+    nothing with a 10-minute probe). The probe here waits for a file that the test creates only
+    after reading the "started" line, so the order is proven without timing anything."""
+    import subprocess
+    import sys
+    import threading
+
+    tmp, shas = setup
+    gate = tmp / "gate"
+    probe = tmp / "gated.sh"
+    probe.write_text(f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n' + PROBE)
+    args = ["bisect", "run", "--repo", str(tmp / "repo"), "--cache-dir", str(tmp / "cache")]
+    args += ["--good", shas[0], "--bad", shas[-1], "--", "sh", str(probe)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from regress.cli import main; main()", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Against a bisect that says nothing until a probe ends, readline would wait forever: open
+    # the gate after a while so that such a bisect fails the assertion instead of hanging.
+    breaker = threading.Timer(60, gate.touch)
+    breaker.start()
+    try:
+        first = proc.stderr.readline()
+        assert first == f"regress bisect: probe started on {shas[0][:12]} (endpoint --good)\n"
+        assert proc.poll() is None  # the probe is still waiting: the line came first
+        gate.touch()
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0, rest
+    finally:
+        breaker.cancel()
+        gate.touch()
+        proc.kill()
+    assert f"probe started on {shas[-1][:12]} (endpoint --bad)" in rest
+    assert "(commit " in rest
+
+
+def test_status_tells_a_running_bisect_from_an_interrupted_one(setup):
+    """Issue 31: during a running bisect, status said "rerun the same command to continue"."""
+    import subprocess
+    import sys
+    import threading
+
+    tmp, shas = setup
+    gate = tmp / "gate"
+    probe = tmp / "gated.sh"
+    probe.write_text(f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n' + PROBE)
+    args = ["bisect", "run", "--repo", str(tmp / "repo"), "--cache-dir", str(tmp / "cache")]
+    args += ["--good", shas[0], "--bad", shas[-1], "--", "sh", str(probe)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from regress.cli import main; main()", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    breaker = threading.Timer(60, gate.touch)  # never hang, whatever regress does
+    breaker.start()
+    try:
+        assert "probe started on" in proc.stderr.readline()
+        status = invoke(tmp, "status")
+        assert status.exit_code == 0, status.output
+        assert "running now" in status.output and "rerun" not in status.output
+    finally:
+        breaker.cancel()
+        gate.touch()
+        proc.stderr.read()
+        proc.wait(timeout=120)

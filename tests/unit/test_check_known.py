@@ -16,7 +16,7 @@ from _stale_trees import build_stale_tree
 from click.testing import CliRunner
 
 from regress.check import isolation
-from regress.check.check import scenario_names
+from regress.check.catalog import scenario_names
 from regress.check.known import (
     DEFAULT_CLASS,
     KNOWN,
@@ -27,6 +27,7 @@ from regress.check.known import (
     parse_known,
 )
 from regress.check.recipes import SourceRecipe, probe_exit_code
+from regress.check.report import CheckReport
 from regress.check.results import NO_REBUILD, ScenarioResult
 from regress.cli import cli
 from regress.dsa.invariants import Violation
@@ -217,7 +218,7 @@ def test_without_known_the_report_marks_nothing(tmp_path):
     assert doc["known_file"] is None and doc["known"] == [] and doc["fixed"] == []
     assert all(v["known"] is None for s in doc["scenarios"] for v in s["violations"])
     # the JSON still reads back (the child's report travels this way)
-    assert isolation.report_from_json(doc).status == "fail"
+    assert CheckReport.from_json(doc).status == "fail"
 
 
 # -- the bisect recipe --------------------------------------------------------------------------

@@ -27,12 +27,12 @@ from regress.dsa.staleness import StaleField
 from regress.sandbox import Ledger
 from regress.sandbox.eras import Settings, plan_for
 from regress.sandbox.fakes import FakeKVCacheManager
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 
 def _axes(root):
     plan = plan_for(resolve_source_tree(root))
-    return plan, find_axes(plan.layout, plan.fused_gates)
+    return plan, find_axes(plan.tree, plan.fused_gates)
 
 
 def test_every_axis_found_in_a_tree_that_has_it(tmp_path):

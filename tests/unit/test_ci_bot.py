@@ -321,6 +321,8 @@ def test_cli_parse_prints_json_and_rejections_exit_2():
     assert bad.exit_code == 2 and "shell metacharacter ';'" in bad.output
     nobody = bot_cli("parse", "/bot run", "--author", "mallory")
     assert nobody.exit_code == 2 and "not on the allow list" in nobody.output
+    # the refusal names the file to edit (issue 31: the list ships empty)
+    assert f"({GOOD / 'bot-allow.txt'}: add the login there" in nobody.output
 
 
 def test_cli_reads_the_comment_from_stdin():

@@ -190,7 +190,7 @@ def test_bad_input_exits_2_before_the_engine_runs(runner, synthetic, args, messa
     result = accept(runner, *args)
     assert result.exit_code == 2
     assert message in result.stderr
-    assert "profiling" not in result.stderr  # the bar opens only when the engine starts
+    assert "regress accept: batch" not in result.stderr  # progress starts with the engine
     assert not synthetic.get("engine") or synthetic["engine"].calls == []
 
 
@@ -461,3 +461,42 @@ def test_bare_json_means_stdout_as_in_every_command(runner, synthetic):
     result = accept(runner, "--json", "--max-draft-len", "3")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["config"]["max_draft_len"] == 3
+
+
+# --- issue 31: accepted nonsense, a wrong exit code, the wrong option blamed, two lines ---------
+
+
+def test_a_defect_list_naming_nothing_is_refused(runner, synthetic):
+    result = accept(runner, "--defect", ",")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "regress: error: --defect ',' names no defect; give one `regress defects` lists"
+    ]
+    assert not synthetic.get("engine")
+
+
+def test_device_cuda_without_cuda_is_bad_input_as_in_defects(runner, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = accept(runner, "--device", "cuda")
+    assert result.exit_code == 2, result.output
+    assert "--device cuda" in result.stderr and "--device cpu" in result.stderr
+    defects = runner.invoke(cli, ["defects", "--check", "--device", "cuda"])
+    assert defects.exit_code == result.exit_code
+
+
+def test_a_huge_max_draft_len_blames_max_draft_len_in_one_line(runner):
+    result = runner.invoke(cli, ["accept", "--max-draft-len", "100000000", "--batch-sizes", "1"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()  # no progress line before the error
+    assert "lower --max-draft-len to at most" in line, line
+    assert "lower --max-new-tokens" not in line
+
+
+def test_progress_in_a_log_is_plain_lines_from_the_first_finished_request(runner, synthetic):
+    result = accept(runner)
+    assert result.exit_code == 0, result.output
+    lines = [x for x in result.stderr.splitlines() if x.startswith("regress accept: batch")]
+    assert lines and lines[0].startswith("regress accept: batch 1 (1/2)")
+    assert any(x.startswith("regress accept: batch 8 (2/2)") for x in lines)

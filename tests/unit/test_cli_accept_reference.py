@@ -83,7 +83,7 @@ def test_bad_keys_and_files_are_refused_before_the_run(synthetic, tmp_path, key,
         path.write_text(content)
     result = accept("--record-reference", key, "--reference-yaml", str(path))
     assert result.exit_code == 2 and message in result.stderr
-    assert "profiling" not in result.stderr  # refused before any work
+    assert "regress accept: batch" not in result.stderr  # refused before any work
 
 
 def test_a_reference_of_another_workload_is_refused_as_a_baseline(synthetic, tmp_path):

@@ -119,3 +119,15 @@ def test_cuda_without_cuda_exits_2_in_one_line(monkeypatch):
     assert result.stderr.strip().splitlines() == [
         "regress: error: --device cuda: torch sees no CUDA device on this machine; use --device cpu"
     ]
+
+
+def test_a_defect_without_check_is_refused_not_ignored():
+    from click.testing import CliRunner
+
+    from regress.cli import cli
+
+    result = CliRunner().invoke(cli, ["defects", "--defect", "stale_req_idx"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "--defect" in line and "add --check" in line
+    assert result.stdout == ""

@@ -328,7 +328,9 @@ def test_top_level_help_lists_every_commands_exit_codes():
     for codes in EXIT_CODES.values():
         for code, meaning in codes.items():
             assert f"{code} {' '.join(meaning.split())}" in shown
-    assert "2 not a TensorRT-LLM tree, 3 no verdict: the tree cannot be loaded" in shown
+    assert "2 not a TensorRT-LLM tree; 3 no verdict (the tree cannot be loaded" in shown
+    # wrapped for a terminal (issue 31: rows of 218 characters)
+    assert max(map(len, CliRunner().invoke(cli, ["--help"]).output.splitlines())) < 100
 
 
 def test_the_bisect_notes_and_warnings_are_said_once(history):
@@ -338,3 +340,33 @@ def test_the_bisect_notes_and_warnings_are_said_once(history):
     both = result.stdout + result.stderr
     assert both.count("searched the linear history") == 1
     assert both.count("--jobs 9 capped to") == 1
+
+
+def test_folder_and_file_options_follow_one_naming_rule():
+    """Issue 31: folders were `--store TEXT`, `--dir DIRECTORY`, `--workdir DIRECTORY`, ... ."""
+    ctx = click.Context(cli)
+    folders = {"--repo", "--store", "--dir", "--root", "--test-lists", "--workdir", "--cache-dir"}
+    wrong = []
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), [*path, name])
+            return
+        if path == ["check"]:  # its options are another change's (issue 31 lists them apart)
+            return
+        for p in cmd.params:
+            if not isinstance(p, click.Option) or p.is_flag:
+                continue
+            metavar = p.make_metavar(ctx)
+            if p.opts[-1] in folders or (isinstance(p.type, click.Path) and not p.type.file_okay):
+                expected = {"DIR"}
+            elif isinstance(p.type, click.Path) or p.opts[-1] in ("--json", "--plot", "--output"):
+                expected = {"FILE", "FILE|-"}
+            else:
+                continue
+            if metavar not in expected:
+                wrong.append(f"{' '.join(path)} {p.opts[-1]} {metavar}")
+
+    walk(cli, [])
+    assert wrong == []

@@ -61,7 +61,7 @@ def test_ctrl_c_in_accept_exits_130_and_writes_no_report(tmp_path):
         ["accept", "--batch-sizes", "1,8", "--max-new-tokens", "64", "--json", str(report)],
         REGRESS_DEFECTS="",
     )
-    _, err = _signal_once_stderr_shows(proc, b"profiling")
+    _, err = _signal_once_stderr_shows(proc, b"regress accept: batch")
     assert proc.returncode == 130, err[-2000:]
     assert err.rstrip().endswith("regress: interrupted")
     assert "Traceback" not in err
@@ -74,7 +74,7 @@ def test_sigterm_in_accept_exits_143_and_writes_no_report(tmp_path):
         ["accept", "--batch-sizes", "1,8", "--max-new-tokens", "64", "--json", str(report)],
         REGRESS_DEFECTS="",
     )
-    _, err = _signal_once_stderr_shows(proc, b"profiling", signal.SIGTERM)
+    _, err = _signal_once_stderr_shows(proc, b"regress accept: batch", signal.SIGTERM)
     assert proc.returncode == 143, err[-2000:]
     assert err.rstrip().endswith("regress: terminated (SIGTERM)")
     assert not report.exists()

@@ -21,7 +21,11 @@ from regress.reference.defects import (
 from regress.reference.scenarios import run_contract_battery
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT_TESTS = ["tests/unit/test_metadata.py", "tests/unit/test_announce.py"]
+CONTRACT_TESTS = [
+    "tests/unit/test_metadata.py",
+    "tests/unit/test_announce.py",
+    "tests/unit/test_block_table_defect.py",
+]
 #: Defects of the metadata contracts; the draft-cache ones are caught elsewhere (their tests are
 #: in test_draft_cache_defects.py), and the battery must stay silent on them.
 CONTRACT_DEFECTS = sorted(n for n, d in DEFECTS.items() if CONTRACTS in d.caught_by)

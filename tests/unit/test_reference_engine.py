@@ -10,7 +10,7 @@ import functools
 
 import pytest
 
-from regress.errors import EngineError, UsageError
+from regress.errors import UsageError
 from regress.reference.defects import DEFECTS
 from regress.reference.engine import ReferenceEngine
 from regress.reference.indexer import DeepGemmAssertion
@@ -295,5 +295,5 @@ def test_device_errors_say_what_to_do():
     import torch
 
     if not torch.cuda.is_available():
-        with pytest.raises(EngineError, match="--device cpu"):
+        with pytest.raises(UsageError, match="--device cpu"):
             ReferenceEngine(device="cuda")

@@ -237,3 +237,62 @@ def test_min_nights_decides_how_many_bad_nights_alarm(runner, tmp_path):
     assert res.exit_code == 1
     (f,) = json.loads(res.stdout)["findings"]
     assert f["first_bad"]["commit"] == sha(30)
+
+
+# --- issue 31: each of these was an internal error (exit 1) or accepted (exit 0) ----------------
+
+
+def _one_line_exit_2(res) -> str:
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "internal error" not in lines[0], res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--seed", "-1"],
+        ["--seed", "99999999999999999999999"],
+        ["--bisect", "--bisect-option", "--launcher 'srun"],
+    ],
+)
+def test_check_refuses_a_nonsense_seed_or_unbalanced_quotes(tmp_path, args):
+    _fill(tmp_path / "h", step_series(10, seed=5))
+    res = CliRunner().invoke(cli, ["trend", "check", "--store", str(tmp_path / "h"), *args])
+    line = _one_line_exit_2(res)
+    assert args[-2] in line, line  # names the option
+
+
+def test_add_refuses_unbalanced_quotes_in_command_and_writes_nothing(tmp_path):
+    good = tmp_path / "r.json"
+    good.write_text(report({1: 3.7, 8: 3.6}).to_json())
+    store = tmp_path / "h"
+    args = ["trend", "add", str(good), "--commit", sha(1), "--store", str(store)]
+    line = _one_line_exit_2(CliRunner().invoke(cli, [*args, "--command", "regress 'accept"]))
+    assert "--command" in line and "quotation" in line
+    assert not store.exists()
+
+
+def test_add_on_a_full_disk_is_one_line_and_leaves_no_empty_history_or_lock(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    real_write = os.write
+
+    def full(fd, data):  # only the history is on the "full" device
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("history.jsonl"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    good = tmp_path / "r.json"
+    good.write_text(report({1: 3.7, 8: 3.6}).to_json())
+    store = tmp_path / "h"
+    monkeypatch.setattr(os, "write", full)
+    res = CliRunner().invoke(
+        cli, ["trend", "add", str(good), "--commit", sha(1), "--store", str(store)]
+    )
+    monkeypatch.setattr(os, "write", real_write)
+    line = _one_line_exit_2(res)
+    assert "No space left on device" in line and "--store" in line
+    assert not store.exists()  # no empty history.jsonl, no lock, no folder

@@ -14,7 +14,7 @@ from regress.dsa.batch import Batch
 from regress.sandbox import Ledger
 from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.shells import Sandbox
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 WORKER = "upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker._forward_impl"
 

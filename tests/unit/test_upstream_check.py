@@ -68,7 +68,7 @@ def test_one_scenario_without_a_verdict_makes_the_check_a_gap_unless_one_failed(
     """ "The contracts hold" (exit 0) only when every scenario that applies ran: one gap among
     passes used to give exit 0 (a DeepSeek-V4 class the sandbox could not build, 2026-12-02)."""
     from regress.check.report import CheckReport
-    from regress.check.scenarios import ScenarioResult
+    from regress.check.results import ScenarioResult
 
     def report(*statuses):
         out = CheckReport(

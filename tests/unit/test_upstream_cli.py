@@ -65,6 +65,20 @@ def test_exit_3_when_the_sandbox_cannot_load_the_tree(tmp_path, run):
     assert "indexer.py:" in result.output and "tensorrt_llm._utils.probe" in result.output
 
 
+def test_quiet_still_names_the_cause_of_exit_2_and_3_on_stderr(tmp_path, run):
+    """``-q`` drops the summary of a verdict, never the reason there is none."""
+    result = run("--trtllm-src", str(tmp_path), "-q")
+    assert result.exit_code == 2
+    assert f"{tmp_path} is not a TensorRT-LLM tree" in result.stderr
+    tree = build_tree(tmp_path / "t", "B")
+    rel = "tensorrt_llm/_torch/attention_backend/sparse/dsa/indexer.py"
+    (tree / rel).write_text(tree_files("B")[rel] + "\nraise RuntimeError('no extension')\n")
+    result = run("--trtllm-src", str(tree), "-q", "--json", "-", "--scenario", "req_idx_map")
+    assert result.exit_code == 3
+    assert "indexer.py:" in result.stderr and "no extension" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 3  # stdout stays the JSON alone
+
+
 def test_the_probe_maps_untestable_commits_to_skip(tmp_path):
     assert probe_main([str(tmp_path)]) == 125  # not a TensorRT-LLM tree
     build_tree(tmp_path, "B")

@@ -28,7 +28,8 @@ from _upstream_trees import (
 from click.testing import CliRunner
 
 from regress.check.check import run_check
-from regress.check.isolation import report_from_json
+from regress.check.child import MODULE as CHILD_MODULE
+from regress.check.report import CheckReport
 from regress.cli import cli
 from regress.errors import TERMINATED
 
@@ -114,13 +115,36 @@ def test_a_contract_violation_stays_a_verdict_when_another_scenario_is_a_gap(tmp
     assert report.exit_code == 1
 
 
+#: A tree that writes a passing report where the child will write its own, then ends the process:
+#: it knows the work folder (the child's argv) but not the parent's token.
+FORGE = """import json, os, sys
+from pathlib import Path
+
+work = Path(sys.argv[-1])
+doc = {"source": "forged", "status": "pass", "exit_code": 0, "scenarios": []}
+(work / "report.json").write_text(json.dumps(doc))
+os._exit(0)
+"""
+
+
+def test_a_report_without_the_parents_token_is_not_taken_for_the_childs(tmp_path):
+    files = tree_files("B", "pre")
+    files[DSA_B] += "\n" + FORGE
+    done = _regress("check", "--trtllm-src", str(write_files(tmp_path, files)), "--json", "-")
+    assert done.returncode == 3, done.stdout
+    doc = json.loads(done.stdout)
+    assert doc["status"] == "gap" and doc["source"] != "forged"
+    assert "upstream called os._exit(0)" in doc["error"]
+
+
 def test_the_child_report_round_trips(tmp_path):
     report = run_check(build_tree(tmp_path, "C", "pre"), scenarios=["req_idx_map"])
     doc = report.to_json()
-    assert report_from_json(json.loads(json.dumps(doc))).to_json() == doc
+    assert CheckReport.from_json(json.loads(json.dumps(doc))).to_json() == doc
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, running: str = "") -> list[int]:
+    """The children of ``pid`` whose command line contains ``running``."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -128,7 +152,13 @@ def _children(pid: int) -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            if int(stat.rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if running in argv:
                 found.append(int(entry.name))
     return found
 
@@ -139,11 +169,37 @@ def test_sigterm_takes_the_hanging_child_down_with_regress_check(tmp_path):
     argv = [sys.executable, "-m", "regress", "check", "--trtllm-src", str(tree), "--timeout", "120"]
     proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for(lambda: bool(_children(proc.pid)))
-        (child,) = _children(proc.pid)
+        # the check's child, not the guardian regress also starts
+        wait_for(lambda: bool(_children(proc.pid, CHILD_MODULE)))
+        (child,) = _children(proc.pid, CHILD_MODULE)
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=60) == TERMINATED  # handled as Ctrl-C is: cleaned up, exit 143
         wait_for(lambda: not alive(child))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the child")
+def test_kill_9_of_regress_check_ends_the_hanging_child_and_its_work_folder(tmp_path):
+    """The child is registered with the guardian as probes are: nothing it runs outlives regress.
+    The tree hangs for 120 s and the wait gives up after 30, so only the guardian can pass this."""
+    started = tmp_path / "hanging"  # the tree's code is running: the child is past its start
+    files = tree_files("B", "post")
+    files[DSA_B] += f"\nopen({str(started)!r}, 'w').close()\nwhile True: pass  # noqa: E701\n"
+    tree = write_files(tmp_path / "tree", files)
+    argv = [sys.executable, "-m", "regress", "check", "--trtllm-src", str(tree), "--timeout", "120"]
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(started.exists)
+        (child,) = _children(proc.pid, CHILD_MODULE)
+        work = Path(Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[-2].decode())
+        assert (work / "request.json").is_file()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        wait_for(lambda: not alive(child), timeout=30)
+        wait_for(lambda: not work.exists(), timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

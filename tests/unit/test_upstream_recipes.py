@@ -13,7 +13,7 @@ from regress.check.check import run_check
 from regress.check.recipes import TrtllmRecipe, dsa_env, link_binaries, native_warning
 from regress.cli import child
 from regress.errors import MissingDependencyError, UsageError
-from regress.tree.layout import ERAS
+from regress.tree.eras import ERAS
 
 A = "tensorrt_llm/_torch/attention_backend/sparse/dsa.py"
 B = "tensorrt_llm/_torch/attention_backend/sparse/dsa/metadata.py"
@@ -148,3 +148,23 @@ def test_overlay_without_an_installed_wheel_says_how_to_get_one(monkeypatch):
     monkeypatch.setattr(recipes.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(MissingDependencyError, match="pip install tensorrt_llm"):
         TrtllmRecipe(python=sys.executable).build_command()
+
+
+def test_one_status_table_gives_the_exit_code_and_the_bisect_verdict():
+    """A tree without a verdict (gap) or without DSA (not-a-tree) is bisect's skip, never bad."""
+    from regress.bisect.causes import SKIP_EXIT_CODE
+    from regress.check.status import CODES, ReportStatus, bisect_code, exit_code
+    from regress.errors import EXIT_CODES
+
+    assert set(CODES) == set(ReportStatus)
+    assert {s: bisect_code(s) for s in ReportStatus} == {
+        "pass": 0,
+        "fail": 1,
+        "not-a-tree": SKIP_EXIT_CODE,
+        "gap": SKIP_EXIT_CODE,
+    }
+    meanings = EXIT_CODES["regress check"]
+    assert meanings[exit_code("pass")].startswith("contracts hold")
+    assert meanings[exit_code("fail")] == "a contract is broken"
+    assert meanings[exit_code("not-a-tree")] == "not a TensorRT-LLM tree"
+    assert meanings[exit_code("gap")].startswith("no verdict")

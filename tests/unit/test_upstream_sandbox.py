@@ -13,7 +13,7 @@ from regress.sandbox.cuda import cuda_on_cpu
 from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.shells import Sandbox
 from regress.sandbox.stubs import StubModule
-from regress.tree.layout import resolve_source_tree
+from regress.tree.source import resolve_source_tree
 
 
 def _sandbox(root, era):

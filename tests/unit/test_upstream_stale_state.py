@@ -8,7 +8,8 @@ import pytest
 from _stale_trees import PLANTED_FIELD, build_stale_tree
 from click.testing import CliRunner
 
-from regress.check.check import run_check, scenario_names
+from regress.check.catalog import scenario_names
+from regress.check.check import run_check
 from regress.cli import cli
 
 

@@ -1,8 +1,10 @@
 """Where the DSA metadata, its base classes and the MTP draft loop live in a TensorRT-LLM tree.
 
-The one era table of regress (:data:`ERAS`) and its one detection rule
-(:func:`resolve_source_tree`): ``regress check``, the bisect recipes and the installed-package
-hooks (:mod:`regress.trtllm.paths`) all ask here, so a tree gets one era whoever asks.
+The one detection rule (:func:`resolve_source_tree`) over the one era table
+(:data:`regress.tree.eras.ERAS`): ``regress check``, the bisect recipes and the installed-package
+hooks (:mod:`regress.trtllm.paths`) all ask here, so a tree gets one era whoever asks. Resolution
+reads files only: it never imports ``tensorrt_llm``, which a checkout at an old commit may not even
+be able to do.
 """
 
 from __future__ import annotations
@@ -12,63 +14,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from regress.errors import UsageError
+from regress.tree.eras import ERAS, Era
 
 DSA_METADATA_CLASS = "DSAtrtllmAttentionMetadata"
 ATTENTION_METADATA_CLASS = "AttentionMetadata"
 TRTLLM_METADATA_CLASS = "TrtllmAttentionMetadata"
 
 
-class TrtllmLayoutError(UsageError):
+class SourceTreeError(UsageError):
     """The directory is not a TensorRT-LLM tree regress knows, or it has no DSA metadata."""
 
 
-@dataclass(frozen=True)
-class Era:
-    """One historical layout: where each piece is expected, relative to the ``tensorrt_llm`` dir.
-
-    The code moved twice (``trtllm-facts.md``, "Where the code lives"), so a bisect probe that hooks
-    the DSA metadata must resolve the module per commit. Resolution reads files only: it never
-    imports ``tensorrt_llm``, which a checkout at an old commit may not even be able to do.
-
-    | era | class ``DSAtrtllmAttentionMetadata`` in | base classes in |
-    |---|---|---|
-    | A | ``_torch/attention_backend/sparse/dsa.py`` | ``_torch/attention_backend/`` |
-    | B | ``_torch/attention_backend/sparse/dsa/metadata.py`` | same as A |
-    | C | ``_torch/attention/backends/sparse/dsa/metadata.py`` | ``_torch/attention/backends/`` |
-
-    Checked against NVIDIA/TensorRT-LLM (code index; see ``docs/upstream-symbols.md``): era A
-    ``sparse/dsa.py`` @ 00e3c1a5, era B ``sparse/dsa/metadata.py`` @ e5c90626, era C
-    ``sparse/dsa/metadata.py`` @ d3d4066f with ``interface.py`` @ 1262edbc and ``trtllm.py``
-    @ 017aa0ca (the files ``benchmarks/upstream.md`` ran).
-    """
-
-    name: str
-    dsa_metadata: str
-    backends: str
-    package_init: str | None = None  # era B/C: the package whose __init__ re-exports the class
-
-
-# Newest first: a tree is matched against the newest layout it satisfies.
-ERAS: tuple[Era, ...] = (
-    Era(
-        "C",
-        "_torch/attention/backends/sparse/dsa/metadata.py",
-        "_torch/attention/backends",
-        "_torch/attention/backends/sparse/dsa/__init__.py",
-    ),
-    Era(
-        "B",
-        "_torch/attention_backend/sparse/dsa/metadata.py",
-        "_torch/attention_backend",
-        "_torch/attention_backend/sparse/dsa/__init__.py",
-    ),
-    Era("A", "_torch/attention_backend/sparse/dsa.py", "_torch/attention_backend"),
-)
-
 # The draft loop: first MTPEagleWorker.forward in mtp.py, later Eagle3OneModelWorker in eagle3.py
 # with MTPEagleWorker reduced to a thin subclass of it. Checked: eagle3.py's worker defines
-# _prepare/_restore_attn_metadata_from_spec_dec (code index stored id 57352998664); the mtp.py
-# subclass relationship is from trtllm-facts.md, not re-read for docs/upstream-symbols.md.
+# _prepare/_restore_attn_metadata_from_spec_dec (the newest stored version of
+# tensorrt_llm/_torch/speculative/interface.py, commit unknown, names them); the mtp.py
+# subclass relationship was read once (era C's mtp.py), not re-read for docs/upstream-symbols.md.
 _MTP_FILE = "_torch/speculative/mtp.py"
 _EAGLE3_FILE = "_torch/speculative/eagle3.py"
 
@@ -86,11 +47,11 @@ class Location:
 
 
 @dataclass(frozen=True)
-class TrtllmLayout:
+class SourceTree:
     """Everything regress hooks, resolved for one tree.
 
     Attributes:
-        era: ``"A"``, ``"B"`` or ``"C"`` (see module docstring).
+        era: its :class:`~regress.tree.eras.Era` (the per-era facts travel with the tree).
         package_dir: the ``tensorrt_llm`` package directory.
         dsa_metadata: where ``DSAtrtllmAttentionMetadata`` is defined.
         attention_metadata: the base ``AttentionMetadata`` (``interface.py``).
@@ -100,7 +61,7 @@ class TrtllmLayout:
         reexported_from: modules that re-export the DSA class (era B/C package ``__init__``).
     """
 
-    era: str
+    era: Era
     package_dir: Path
     dsa_metadata: Location
     attention_metadata: Location
@@ -146,7 +107,7 @@ def package_dir_of(root: Path) -> Path:
         return root / "tensorrt_llm"
     if root.name == "tensorrt_llm" and (root / "__init__.py").is_file():
         return root
-    raise TrtllmLayoutError(
+    raise SourceTreeError(
         f"{root} is not a TensorRT-LLM tree: neither {root / 'tensorrt_llm' / '__init__.py'} nor "
         f"{root / '__init__.py'} (with {root} named 'tensorrt_llm') exists. Pass the checkout "
         "root or the tensorrt_llm package directory."
@@ -156,9 +117,9 @@ def package_dir_of(root: Path) -> Path:
 def _locate_base(package_dir: Path, backends: str, stem: str, class_name: str) -> Location:
     file = package_dir / backends / f"{stem}.py"
     if not _defines_class(file, class_name):
-        raise TrtllmLayoutError(
+        raise SourceTreeError(
             f"{class_name} is not defined in {file}; this TensorRT-LLM tree has a layout regress "
-            "does not know. Update regress.tree.layout.ERAS."
+            "does not know. Update regress.tree.eras.ERAS."
         )
     return Location(_module_name(package_dir, file), file, class_name)
 
@@ -174,14 +135,14 @@ def _locate_draft_loop(package_dir: Path) -> Location | None:
     return None
 
 
-def resolve_source_tree(root: Path | str) -> TrtllmLayout:
-    """Resolve the layout of a source checkout or an installed package directory by reading files.
+def resolve_source_tree(root: Path | str) -> SourceTree:
+    """Resolve the tree of a source checkout or an installed package directory by reading files.
 
     Args:
         root: the checkout root (it holds ``tensorrt_llm/``) or the ``tensorrt_llm`` directory.
 
     Raises:
-        TrtllmLayoutError: naming every path tried, when no known era matches (for instance a
+        SourceTreeError: naming every path tried, when no known era matches (for instance a
             commit from before DSA existed; a bisect should treat that commit as untestable).
     """
     package_dir = package_dir_of(Path(root))
@@ -204,8 +165,8 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
             init = package_dir / era.package_init
             if DSA_METADATA_CLASS in init.read_text(encoding="utf-8", errors="replace"):
                 reexports = (_module_name(package_dir, init),)
-        return TrtllmLayout(
-            era=era.name,
+        return SourceTree(
+            era=era,
             package_dir=package_dir,
             dsa_metadata=Location(_module_name(package_dir, file), file, DSA_METADATA_CLASS),
             attention_metadata=_locate_base(
@@ -217,7 +178,7 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
             draft_loop=_locate_draft_loop(package_dir),
             reexported_from=reexports,
         )
-    raise TrtllmLayoutError(
+    raise SourceTreeError(
         f"No {DSA_METADATA_CLASS} found under {package_dir}. Tried (newest era first): "
         + ", ".join(tried)
         + "."
@@ -225,6 +186,6 @@ def resolve_source_tree(root: Path | str) -> TrtllmLayout:
             "".join(hints)
             if hints
             else " The tree predates DSA or moved it again; mark this "
-            "commit as skipped or extend regress.tree.layout.ERAS."
+            "commit as skipped or extend regress.tree.eras.ERAS."
         )
     )
