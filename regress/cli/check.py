@@ -34,11 +34,9 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
     "matrix",
     multiple=True,
     metavar="CELLS",
-    help="Production cells the matrix scenario runs (repeatable): default (upstream's "
-    "production configurations: GLM-5.2 with index share, DeepSeek-V3.2 without, SM 90 and "
-    "100), full (every cell), or one cell as axis=value pairs, e.g. fused=on,dsl=on,overlap=on "
-    "(axes fused, dsl, share, skip, sm, overlap, pad; the rest as default's first cell). "
-    "[default: default]",
+    help="Cells of the matrix scenario (repeatable): default (upstream's production "
+    "configurations), full, or a cell such as fused=off,dsl=on (axes fused, dsl, share, skip, "
+    "sm, overlap, pad). [default: default]",
 )
 @click.option(
     "--sm",
