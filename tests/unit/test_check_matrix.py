@@ -217,3 +217,13 @@ def test_a_difference_in_a_cell_no_row_was_decided_for_is_unreviewed(tmp_path, m
     assert "sm=100" in result.name
     [v] = result.violations
     assert v.check == "unreviewed" and "decided in overlap=on,sm=90" in v.message
+
+
+def test_findings_outside_the_matrix_carry_the_base_cell(tmp_path):
+    from _upstream_trees import build_tree
+
+    report = run_check(build_tree(tmp_path, "C", "pre"), scenarios=["req_idx_map"], matrix=[])
+    base = "fused=n/a,dsl=n/a,share=n/a,skip=n/a,sm=90,overlap=off,pad=off"
+    assert report.cells == [base]
+    found = [v for r in report.results for v in r.violations]
+    assert found and {v.details["cell"] for v in found} == {base}
