@@ -22,7 +22,12 @@ from regress.sandbox import Ledger, SandboxGap
 from regress.sandbox.blame import blame, describe
 from regress.sandbox.eras import Settings, Upstream, all_values, plan_for
 from regress.sandbox.shells import Sandbox
-from regress.tree.source import SourceTree, SourceTreeError, resolve_source_tree
+from regress.tree.source import (
+    SourceTree,
+    SourceTreeError,
+    UnreadableSourceError,
+    resolve_source_tree,
+)
 
 #: The environment variable naming the tree when ``--trtllm-src`` is not given.
 ENV_VAR = "REGRESS_TRTLLM_SRC"
@@ -65,6 +70,9 @@ def run_check(
             tree = resolve_source_tree(source)
         except SourceTreeError as exc:
             report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
+            return report
+        except UnreadableSourceError as exc:
+            report.status, report.error = ReportStatus.GAP, str(exc)
             return report
     report.era, report.tree = tree.era.name, tree
     plan = plan_for(tree)

@@ -38,7 +38,7 @@ from regress.check.report import CheckReport
 from regress.check.status import ReportStatus
 from regress.processes import WorkFolder, run_child, sigterm_raises
 from regress.sandbox.eras import Settings
-from regress.tree.source import SourceTreeError, resolve_source_tree
+from regress.tree.source import SourceTreeError, UnreadableSourceError, resolve_source_tree
 
 #: Seconds the tree's loading and the scenarios may take by default (about 1 s on 2 busy cores).
 DEFAULT_TIMEOUT_S = 60.0
@@ -69,6 +69,9 @@ def run_check_isolated(
         tree = resolve_source_tree(source)
     except SourceTreeError as exc:
         report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
+        return report
+    except UnreadableSourceError as exc:
+        report.status, report.error = ReportStatus.GAP, str(exc)
         return report
     root = tree.package_dir.parent.resolve()
     settings = settings or Settings()

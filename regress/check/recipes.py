@@ -38,7 +38,7 @@ from pathlib import Path
 
 from regress.errors import MissingDependencyError, UsageError
 from regress.plugins import Option, Plugin
-from regress.tree.source import SourceTreeError, resolve_source_tree
+from regress.tree.source import SourceTreeError, UnreadableSourceError, resolve_source_tree
 
 #: Paths whose changes the precompiled binaries cannot follow.
 NATIVE_PATHS = ("cpp/",)
@@ -55,7 +55,7 @@ def dsa_env(worktree: Path) -> dict[str, str]:
     """
     try:
         tree = resolve_source_tree(worktree)
-    except SourceTreeError:
+    except (SourceTreeError, UnreadableSourceError):
         return {}
     file = tree.dsa_metadata.file.relative_to(tree.package_dir.parent)
     return {

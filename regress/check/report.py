@@ -117,6 +117,8 @@ class CheckReport:
 
     def lines(self) -> list[str]:
         """A short human summary: one line per scenario, then the first violation of each."""
+        if self.status == ReportStatus.NOT_A_TREE:  # bad input: one line, the cause
+            return [f"regress check: {self.error}"]
         head = f"regress check: {self.source} (era {self.era or '?'}): {self.status}"
         head += headline(self.known)
         out = [head]

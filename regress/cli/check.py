@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
@@ -11,6 +12,18 @@ from regress.check.catalog import scenario_help, scenario_names
 from regress.check.check import ENV_VAR
 from regress.check.isolation import DEFAULT_TIMEOUT_S
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
+
+#: The longest --timeout taken (a week): past it a deadline no longer fits the clock's range.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """Refuse ``nan`` (every comparison with it is false, so a range check lets it through)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(
+            f"{value} is not a number of seconds: give one between 0 and {MAX_TIMEOUT_S:.0f}"
+        )
+    return value
 
 
 @click.command(epilog=exit_codes_help("regress check"))
@@ -40,14 +53,15 @@ from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 )
 @click.option(
     "--sm",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=70, max=199),
     default=90,
     show_default=True,
     help="SM version the code sees (90 Hopper, 100 Blackwell).",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
+    callback=_finite,
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from regress.errors import UsageError
+from regress.errors import EngineError, UsageError
 from regress.tree.eras import ERAS, Era
 
 DSA_METADATA_CLASS = "DSAtrtllmAttentionMetadata"
@@ -23,6 +23,12 @@ TRTLLM_METADATA_CLASS = "TrtllmAttentionMetadata"
 
 class SourceTreeError(UsageError):
     """The directory is not a TensorRT-LLM tree regress knows, or it has no DSA metadata."""
+
+
+class UnreadableSourceError(EngineError):
+    """A file the tree's layout names is there but is not Python text (binary, cut, another
+    encoding): no verdict is possible on it, so the check is a gap naming the file (exit 3),
+    never "not a tree" (exit 2), which would tell a bisect the commit predates DSA."""
 
 
 # The draft loop: first MTPEagleWorker.forward in mtp.py, later Eagle3OneModelWorker in eagle3.py
@@ -91,6 +97,30 @@ def _defines_class(file: Path, class_name: str) -> bool:
     return re.search(rf"^class\s+{re.escape(class_name)}\b", text, re.MULTILINE) is not None
 
 
+def _refuse_unreadable(file: Path) -> None:
+    """Raise :class:`UnreadableSourceError` when ``file`` exists but is not UTF-8 Python text."""
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UnreadableSourceError(
+            f"{file} cannot be read ({exc.strerror}): no verdict on this tree; fix its "
+            "permissions or check another commit (a bisect skips this one)"
+        ) from exc
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        bad = True
+    else:
+        bad = b"\0" in data
+    if bad:
+        raise UnreadableSourceError(
+            f"{file} is not Python source (binary or not UTF-8): no verdict on this tree; "
+            "restore the file or check another commit (a bisect skips this one)"
+        )
+
+
 def _class_bases(file: Path, class_name: str) -> str | None:
     try:
         text = file.read_text(encoding="utf-8", errors="replace")
@@ -100,9 +130,24 @@ def _class_bases(file: Path, class_name: str) -> str | None:
     return match.group(1) if match else None
 
 
-def package_dir_of(root: Path) -> Path:
+def package_dir_of(root: Path | str) -> Path:
     """Accept a checkout root (holding ``tensorrt_llm/``) or the package directory itself."""
+    if str(root) == "":
+        raise SourceTreeError(
+            "the TensorRT-LLM tree path is empty: give the checkout root (the folder that holds "
+            "tensorrt_llm/)"
+        )
     root = Path(root)
+    if not root.exists():
+        raise SourceTreeError(
+            f"{root} does not exist: give the path of a TensorRT-LLM checkout (the folder that "
+            "holds tensorrt_llm/)"
+        )
+    if not root.is_dir():
+        raise SourceTreeError(
+            f"{root} is a file, not a folder: give the TensorRT-LLM checkout root (the folder "
+            "that holds tensorrt_llm/)"
+        )
     if (root / "tensorrt_llm" / "__init__.py").is_file():
         return root / "tensorrt_llm"
     if root.name == "tensorrt_llm" and (root / "__init__.py").is_file():
@@ -145,7 +190,7 @@ def resolve_source_tree(root: Path | str) -> SourceTree:
         SourceTreeError: naming every path tried, when no known era matches (for instance a
             commit from before DSA existed; a bisect should treat that commit as untestable).
     """
-    package_dir = package_dir_of(Path(root))
+    package_dir = package_dir_of(root)
     tried: list[str] = []
     hints: list[str] = []
     for era in ERAS:
@@ -159,6 +204,7 @@ def resolve_source_tree(root: Path | str) -> SourceTree:
                 )
             continue
         if not _defines_class(file, DSA_METADATA_CLASS):
+            _refuse_unreadable(file)
             continue
         reexports: tuple[str, ...] = ()
         if era.package_init is not None:

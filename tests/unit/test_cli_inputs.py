@@ -214,7 +214,7 @@ def test_a_baseline_entry_that_is_no_entry_is_one_line(tmp_path, monkeypatch, te
         (["accept", "--tolerance", "nan"], "'--tolerance': 'nan' is not a finite"),
         (["accept", "--batch-sizes", "1,2,"], "'1,2,' has an empty item"),
         (["accept", "--batch-sizes", "1,,8"], "'1,,8' has an empty item"),
-        (["check", "--trtllm-src", ".", "--sm", "-1"], "'--sm': -1 is not in the range x>=1"),
+        (["check", "--trtllm-src", ".", "--sm", "-1"], "'--sm': -1 is not in the range 70<=x<=199"),
         (["bisect", "run", "--good", "A", "--confidence", "nan", "--", "x"], "not a finite"),
         (["bisect", "run", "--good", "A", "--timeout", "inf", "--", "x"], "not a finite"),
     ],
