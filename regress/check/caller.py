@@ -57,6 +57,9 @@ class DraftSettings:
         draft_kv_cache_manager: a separate draft KV-cache manager, handed to the worker through
             its resource manager (``use_separate_draft_kv_cache``).
         draft_seq_lens: the regress model's draft layout (its ``draft_seq_lens``; model only).
+        fail_at: the draft step whose draft forward raises
+            :class:`~regress.sandbox.drafts.DraftModelFailure` (upstream's worker only), to see
+            what the worker's own handling leaves behind (:mod:`regress.check.failures`).
     """
 
     max_draft_len: int
@@ -65,6 +68,7 @@ class DraftSettings:
     worker: str | None = None
     draft_kv_cache_manager: Any = None
     draft_seq_lens: Sequence[int] | None = None
+    fail_at: int | None = None
 
 
 class CallPoint(tuple):
@@ -286,6 +290,7 @@ def _drive(up, worker, md, settings, spy, hand: _Handoff, run: CallerRun, contex
                     resource_manager=FakeResourceManager(manager) if manager is not None else None,
                 )
             plan.draft_model.on_forward = spy.draft_forward
+            plan.draft_model.fail_at = settings.fail_at
             num_contexts = int(md.num_contexts)
             run.result = instance(**plan.kwargs)
             workers.check_acceptance(plan, run.result, num_contexts)

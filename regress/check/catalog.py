@@ -18,6 +18,8 @@ from regress.check.draft_scenarios import (
     fused_metadata,
     ragged_verify,
 )
+from regress.check.failures import draft_failure
+from regress.check.production import MATRIX, run_cell
 from regress.check.results import ScenarioResult
 from regress.check.scenarios import (
     map_after_draft_loop,
@@ -41,6 +43,9 @@ class Scenario:
         help: what it checks, for ``regress check --help``.
         caller: the upstream caller whose calls it replays, for the summary.
         opt_in: run only when named (see :data:`SCENARIOS`).
+        per_cell: run once per production-matrix cell (``--matrix``), each in a sandbox set up
+            for the cell (:func:`regress.check.production.run_cells`); the others run once, in the
+            base cell.
     """
 
     name: str
@@ -48,6 +53,7 @@ class Scenario:
     help: str
     caller: str
     opt_in: bool = False
+    per_cell: bool = False
 
 
 #: Every scenario, in the order ``regress check`` runs them. ``stale_state`` is opt-in: it still
@@ -108,6 +114,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         ragged_verify,
         "per-request verification windows",
         "per-request verification windows and their row maps",
+    ),
+    Scenario(
+        "draft_failure",
+        draft_failure,
+        "a draft step that raises, and what the worker leaves behind",
+        "the tree's own one-model worker with a draft model that raises in step 0 and step 1, "
+        "then the next forward",
+    ),
+    Scenario(
+        MATRIX,
+        run_cell,
+        "upstream's production configurations, one cell each (--matrix)",
+        "per cell: a verify forward (CUDA-graph padded), the worker's draft loop, the next "
+        "forward (overlap-corrected on the device) against a fresh prepare(), its draft loop",
+        per_cell=True,
     ),
     Scenario(
         "stale_state",

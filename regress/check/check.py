@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from regress.check.catalog import SCENARIOS, Scenario, by_name
+from regress.check.matrix import base_cell, cells, find_axes
+from regress.check.production import run_cells
 from regress.check.report import CheckReport
 from regress.check.results import ScenarioResult
 from regress.check.status import ReportStatus, ScenarioStatus
@@ -41,6 +43,7 @@ def run_check(
     settings: Settings | None = None,
     progress: Progress[str] | None = None,
     tree: SourceTree | None = None,
+    matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
 
@@ -54,6 +57,9 @@ def run_check(
         settings: SM version and SM count the code is told it runs on.
         progress: receives one line per scenario started.
         tree: ``source`` already resolved (the caller's), so it is resolved once per check.
+        matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the per-cell
+            scenarios (``matrix``) run in; the others run once, in the base cell
+            (:data:`regress.check.matrix.BASE`).
     """
     started = time.monotonic()
     emit = progress or (lambda _m: None)
@@ -83,7 +89,7 @@ def run_check(
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
             table = by_name()
-            for name in wanted:
+            for name in (n for n in wanted if not table[n].per_cell):
                 emit(f"scenario {name}")
                 report.results.extend(_run(table[name], up))
     except SandboxGap as exc:
@@ -94,6 +100,19 @@ def run_check(
         if found.owner not in ("import", "exit"):
             cause = f"loading the tree raised {cause}"
         report.status, report.error = ReportStatus.GAP, cause + NEXT
+    axes = find_axes(tree, plan.fused_gates)
+    base = str(base_cell(axes, settings.sm))
+    for result in report.results:  # the scenarios outside the matrix ran in the base cell
+        for v in result.violations:
+            v.details.setdefault("cell", base)
+    report.cells = [base]
+    per_cell = [by_name()[n] for n in wanted if by_name()[n].per_cell]
+    if per_cell and report.status != ReportStatus.GAP:
+        run = cells(matrix, axes)
+        report.cells += [str(c) for c in run]
+        report.results += run_cells(
+            plan, run, per_cell, settings, ledger, load=_load, run=_run, emit=emit
+        )
     _divergences(ledger, plan)
     report.finish()
     report.seconds = time.monotonic() - started

@@ -62,7 +62,10 @@ def check_request(work: Path) -> int:
     settings = Settings(sm=request["sm"], num_sms=request["num_sms"])
     try:
         doc = run_check(
-            request["source"], scenarios=request["scenarios"], settings=settings
+            request["source"],
+            scenarios=request["scenarios"],
+            settings=settings,
+            matrix=request.get("matrix", ["default"]),
         ).to_json()
     except Exception as exc:  # a regress bug: still no verdict on the tree
         from regress.errors import save_traceback

@@ -55,6 +55,7 @@ def run_check_isolated(
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """:func:`~regress.check.check.run_check` in a child process; see the module docstring.
 
@@ -80,6 +81,7 @@ def run_check_isolated(
             "source": str(source),
             "root": str(root),
             "scenarios": list(scenarios) if scenarios else None,
+            "matrix": list(matrix),
             "sm": settings.sm,
             "num_sms": settings.num_sms,
             "timeout": timeout,

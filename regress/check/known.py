@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regress.check.results import NO_REBUILD
+from regress.check.results import CALLER_FINDINGS
 from regress.errors import UsageError
 from regress.tree.source import DSA_METADATA_CLASS
 
@@ -275,7 +275,7 @@ def mark(results: Sequence[Any], known: KnownFile) -> KnownOutcome:
         for j, was in enumerate(order):
             if lines[was] is not None:
                 outcome.matched[i, j] = lines[was]
-        failing = [j for j, v in enumerate(result.violations) if v.check != NO_REBUILD]
+        failing = [j for j, v in enumerate(result.violations) if v.check not in CALLER_FINDINGS]
         if result.status == "fail" and failing and all((i, j) in outcome.matched for j in failing):
             result.status = KNOWN
     used = set(outcome.matched.values())

@@ -36,6 +36,8 @@ class CheckReport:
         tree: the tree as this process resolved it (not in the JSON: the summary reads its draft
             loop from here instead of resolving the tree again).
         known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
+        cells: the production-matrix cells run (:mod:`regress.check.matrix`): first the base
+            cell of the scenarios outside the matrix, then the ``matrix`` scenario's.
     """
 
     source: str
@@ -47,6 +49,7 @@ class CheckReport:
     seconds: float = 0.0
     tree: SourceTree | None = field(default=None, repr=False, compare=False)
     known: KnownOutcome | None = None
+    cells: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -92,6 +95,7 @@ class CheckReport:
             "exit_code": self.exit_code,
             "error": self.error,
             "seconds": round(self.seconds, 3),
+            "cells": list(self.cells),
             "scenarios": [r.to_json() for r in self.results],
             "sandbox": self.ledger.to_json(),
         }
@@ -108,6 +112,7 @@ class CheckReport:
             results=[ScenarioResult.from_json(s) for s in doc.get("scenarios", [])],
             ledger=Ledger.from_json(doc.get("sandbox", {})),
             seconds=float(doc.get("seconds", 0.0)),
+            cells=list(doc.get("cells", [])),
         )
 
     def lines(self) -> list[str]:
@@ -131,6 +136,9 @@ class CheckReport:
                         f"{v.details['expected'][:16]}"
                     )
         out += text_lines(self.known)
+        if self.cells:
+            more = f"; matrix: {len(self.cells) - 1} cell(s)" if len(self.cells) > 1 else ""
+            out.append(f"  cells: base {self.cells[0]}{more} (--json lists them)")
         fakes = self.ledger.fakes.values()
         kinds: dict[str, int] = {}
         for f in fakes:

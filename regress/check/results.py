@@ -16,6 +16,11 @@ from regress.dsa.invariants import Violation
 
 #: The check of a finding about the caller, not the metadata (:meth:`ScenarioResult.warn`).
 NO_REBUILD = "no_rebuild_point"
+#: A worker that leaves the metadata in its draft state when a draft step raises (upstream's
+#: workers restore in a ``finally`` since PR #16382): a finding about the caller, like NO_REBUILD.
+NO_RESTORE = "no_restore_on_failure"
+#: Checks that make a result ``warn``, not ``fail``: findings about the caller.
+CALLER_FINDINGS = frozenset({NO_REBUILD, NO_RESTORE})
 
 
 @dataclass
@@ -44,7 +49,7 @@ class ScenarioResult:
         for v in found:
             self.violations.append(Violation(v.check, v.message, {**v.details, "step": where}))
         if self.violations and self.status != ScenarioStatus.FAIL:
-            broken = any(v.check != NO_REBUILD for v in self.violations)
+            broken = any(v.check not in CALLER_FINDINGS for v in self.violations)
             self.status = ScenarioStatus.FAIL if broken else ScenarioStatus.WARN
 
     def warn(self, found: list[Violation], where: str) -> None:
@@ -76,4 +81,4 @@ class ScenarioResult:
         )
 
 
-__all__ = ["NO_REBUILD", "ScenarioResult", "Step"]
+__all__ = ["CALLER_FINDINGS", "NO_REBUILD", "NO_RESTORE", "ScenarioResult", "Step"]

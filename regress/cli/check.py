@@ -43,6 +43,15 @@ def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float
     help=scenario_help(),
 )
 @click.option(
+    "--matrix",
+    "matrix",
+    multiple=True,
+    metavar="CELLS",
+    help="Cells of the matrix scenario (repeatable): default (upstream's production "
+    "configurations), full, or a cell such as fused=off,dsl=on (axes fused, dsl, share, skip, "
+    "sm, overlap, pad). [default: default]",
+)
+@click.option(
     "--sm",
     type=click.IntRange(min=70, max=199),
     default=90,
@@ -85,6 +94,7 @@ def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float
 def check(
     source: str,
     scenarios: tuple[str, ...],
+    matrix: tuple[str, ...],
     sm: int,
     timeout: float,
     json_out: str | None,
@@ -115,11 +125,19 @@ def check(
         )
     if json_out == STDOUT and markdown_out == STDOUT:
         raise UsageError("--json - and --markdown - both want stdout: send one to a file")
+    from regress.check.matrix import check_spec
+
+    for spec in matrix:
+        check_spec(spec)
     check_output_path(json_out, option="--json")
     check_output_path(markdown_out, option="--markdown")
     known = load_known(known_file, scenario_names()) if known_file else None  # before running
     report = run_check_isolated(
-        source, scenarios=scenarios or None, settings=Settings(sm=sm), timeout=timeout
+        source,
+        scenarios=scenarios or None,
+        settings=Settings(sm=sm),
+        timeout=timeout,
+        matrix=matrix or ("default",),
     )
     if known is not None:
         report.apply_known(known)

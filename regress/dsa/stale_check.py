@@ -122,6 +122,7 @@ def check_states(
     log: Any = None,
     allow: Sequence[Allowed] = ALLOWED,
     on_result: Callable[[CheckpointResult], None] | None = None,
+    cell: str | None = None,
 ) -> list[CheckpointResult]:
     """Judge ``live`` at every checkpoint the caller yields.
 
@@ -134,6 +135,7 @@ def check_states(
             watched too), for the sites of each difference.
         allow: the reviewed table of legitimate differences.
         on_result: called with each result as it is made.
+        cell: the production-matrix cell judged: only allow rows decided in it explain.
     """
     batches: dict[str, Batch] = {}
     out: list[CheckpointResult] = []
@@ -154,7 +156,7 @@ def check_states(
             sites=log,
             checkpoint=cp.label,
         )
-        unexplained, allowed = explain(found.differences, allow, type(live).__name__)
+        unexplained, allowed = explain(found.differences, allow, type(live).__name__, cell)
         result = CheckpointResult(cp, batch, found, unexplained, allowed)
         out.append(result)
         if on_result is not None:

@@ -24,6 +24,10 @@ from typing import Any
 HIDDEN, VOCAB = 16, 64
 
 
+class DraftModelFailure(RuntimeError):
+    """What :class:`FakeDraftModel` raises in its ``fail_at`` step: a draft step that fails."""
+
+
 def _weights(seed: int, *shape: int) -> Any:
     import torch
 
@@ -254,6 +258,8 @@ class FakeDraftModel:
         num_layers: MTP layers (the vanilla MTP worker runs each once per draft step).
         returns_pair: whether ``model(...)`` returns ``(hidden, hidden_to_save)`` (Eagle3).
         on_forward: called with the attention metadata at every draft forward, before it returns.
+        fail_at: the draft step (0-based forward) that raises :class:`DraftModelFailure` after
+            ``on_forward``, or None.
     """
 
     def __init__(
@@ -271,6 +277,7 @@ class FakeDraftModel:
         self.mtp_layers = [FakeDraftLayer(self, i) for i in range(num_layers)]
         self.model = FakeDraftNet(self, returns_pair)
         self.forwards = 0
+        self.fail_at: int | None = None
 
     def forward_inputs(self, inputs: dict[str, Any]) -> Any:
         """One draft forward: the metadata is looked at first, then hidden states come back."""
@@ -278,6 +285,8 @@ class FakeDraftModel:
 
         self.forwards += 1
         self.on_forward(inputs["attn_metadata"])
+        if self.fail_at is not None and self.forwards - 1 == self.fail_at:
+            raise DraftModelFailure(f"the draft model failed in draft step {self.fail_at}")
         with regress_side():
             return self._hidden(
                 inputs["input_ids"], inputs.get("position_ids"), inputs.get("hidden_states")

@@ -244,7 +244,9 @@ def all_values(plan: EraPlan, settings: Settings) -> dict[str, dict[str, tuple[A
     return values
 
 
-def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> dict[str, Any]:
+def _sparse_kwargs(
+    cls: type, ledger: Ledger, dsa_module: types.ModuleType, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The sparse-settings constructor argument the era's metadata takes.
 
     Older era B (e5c90626) reads ``self.sparse_attention_config`` (a ``SparseAttentionConfig``);
@@ -263,8 +265,8 @@ def _sparse_kwargs(cls: type, ledger: Ledger, dsa_module: types.ModuleType) -> d
     if params_cls is not None and (
         "sparse_metadata_params" in fields or "sparse_metadata_params" in init
     ):
-        return {"sparse_metadata_params": build_params(params_cls, ledger)}
-    config = types.SimpleNamespace(**SPARSE_SETTINGS)
+        return {"sparse_metadata_params": build_params(params_cls, ledger, overrides)}
+    config = types.SimpleNamespace(**{**SPARSE_SETTINGS, **(overrides or {})})
     if "sparse_attention_config" in fields or "sparse_attention_config" in init:
         ledger.note(
             "collaborator", "sparse_attention_config", "a namespace of DeepSeek-V3.2 settings"
@@ -297,12 +299,16 @@ def _most_derived(module: types.ModuleType | None, params_cls: type | None) -> t
     return found
 
 
-def build_params(params_cls: type, ledger: Ledger) -> Any:
-    """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows."""
+def build_params(params_cls: type, ledger: Ledger, overrides: dict[str, Any] | None = None) -> Any:
+    """``DSAMetadataParams`` from its real dataclass, filling the fields regress knows.
+
+    ``overrides``: a production-matrix cell's switches (:mod:`regress.check.matrix`), set only
+    where the dataclass has the field.
+    """
     if not dataclasses.is_dataclass(params_cls):
         raise SandboxGap(f"{params_cls.__qualname__} to be a dataclass (it is not)")
     kwargs = {}
-    settings = {**SPARSE_SETTINGS, **PARAMS_ONLY_SETTINGS}
+    settings = {**SPARSE_SETTINGS, **PARAMS_ONLY_SETTINGS, **(overrides or {})}
     for f in dataclasses.fields(params_cls):
         if f.name in settings:
             kwargs[f.name] = settings[f.name]
@@ -333,6 +339,10 @@ class Upstream:
     sandbox: Any = None
     workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
     spec_configs: Any = None  # the tree's llm_args module or why not (regress.sandbox.drafts)
+    #: a production-matrix cell's params switches (``build_params``'s ``overrides``)
+    sparse_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the production-matrix cell this sandbox was set up for (``regress.check.production``)
+    matrix_cell: Any = None
 
     @property
     def fused(self) -> bool | None:
@@ -404,7 +414,7 @@ class Upstream:
         module = sys.modules.get(cls.__module__)
         if getattr(module, "DSAMetadataParams", None) is None:  # a subclass defined elsewhere
             module = self.module
-        return _sparse_kwargs(cls, self.ledger, module)
+        return _sparse_kwargs(cls, self.ledger, module, self.sparse_overrides)
 
     def batch_kwargs(self, batch: int, cached: list[int] | None = None) -> dict[str, Any]:
         cached = list(cached) if cached is not None else [40 + 10 * i for i in range(batch)]

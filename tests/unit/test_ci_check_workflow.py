@@ -152,7 +152,7 @@ def _check_step(tmp_path: Path, files: dict[str, str], fail_on_gap: str, **extra
 _REGRESS_SRC = {
     "known.txt": "".join(
         f"{scenario} DSAtrtllmAttentionMetadata {field} (the pre-fix tree's)\n"
-        for scenario in ("req_idx_map", "metadata_classes", "sentinel_lifecycle")
+        for scenario in ("req_idx_map", "metadata_classes", "sentinel_lifecycle", "matrix")
         for field in ("req_idx_map", "indexer_k_slots")
     )
 }

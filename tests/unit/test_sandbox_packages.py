@@ -7,6 +7,7 @@ import importlib.util
 import sys
 
 import pytest
+from _absent import no_triton  # noqa: F401 (the fixture, used by name)
 from _upstream_trees import build_caller_tree, build_tree, write_files
 
 from regress.check.check import run_check
@@ -47,22 +48,6 @@ def _sandbox(root, *extra, ledger=None):
         env=plan.env,
         ledger=ledger or Ledger(),
     )
-
-
-class _Hide(importlib.abc.MetaPathFinder):
-    """A machine without triton: the package cannot be found."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.partition(".")[0] == "triton":
-            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        return None
-
-
-@pytest.fixture
-def no_triton(monkeypatch):
-    for name in [n for n in sys.modules if n.partition(".")[0] == "triton"]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(sys, "meta_path", [_Hide(), *sys.meta_path])
 
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
@@ -135,7 +120,8 @@ def test_a_gate_on_by_default_runs_the_fused_kernel_in_every_scenario(tmp_path):
     assert "upstream's default for this tree, fused on" in env["TRTLLM_DISABLE_FUSED_DSA_METADATA"]
 
 
-def test_without_triton_the_fused_path_is_a_gap_naming_pip_install(tmp_path, no_triton):
+@pytest.mark.usefixtures("no_triton")
+def test_without_triton_the_fused_path_is_a_gap_naming_pip_install(tmp_path):
     report = run_check(
         build_caller_tree(tmp_path, fused="old"), scenarios=["fused_metadata", "req_idx_map"]
     )
@@ -259,7 +245,8 @@ def test_a_class_that_cannot_load_is_a_gap_for_it_alone(tmp_path):
     assert others and all(r.status in ("pass", "fail") for r in others)
 
 
-def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path, no_triton):
+@pytest.mark.usefixtures("no_triton")
+def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path):
     from torch.utils._triton import has_triton_package
 
     build_tree(tmp_path, "C")

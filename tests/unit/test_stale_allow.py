@@ -48,7 +48,9 @@ def test_anything_else_stays_unexplained(field, checkpoint, owner):
 
 
 def test_every_row_names_one_field_and_gives_a_reason_and_an_upstream_place():
-    names = [row.field for row in ALLOWED]
+    # one row per field and checkpoint kind: a field may differ for another reason elsewhere
+    # (kv_lens in draft steps, and after the overlap correction)
+    names = [(row.field, row.checkpoints) for row in ALLOWED]
     assert len(names) == len(set(names))
     for row in ALLOWED:
         assert re.fullmatch(r"[A-Za-z_]\w*(\[('\w+'|\d+)\])?", row.field), row
