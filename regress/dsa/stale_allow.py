@@ -352,6 +352,16 @@ ALLOWED: tuple[Allowed, ...] = (
         )
         for name in ("max_ctx_kv_len", "num_ctx_cached_tokens", "max_gen_seq_len")
     ),
+    Allowed(
+        "_fused_dsa_meta_armed",
+        "a log-once flag: the first fused decode-metadata launch sets it so the 'kernel armed' "
+        "info line is written once per object; nothing else reads it, and a fresh object that "
+        "never ran the fused path has none",
+        "tensorrt_llm/_torch/attention/backends/sparse/dsa/metadata.py @ 186080bb: "
+        "on_update_kv_lens (the fused branch, read before the launch only to decide the log "
+        "line)",
+        cells=("fused=on",),
+    ),
     *(
         Allowed(
             name,
