@@ -77,15 +77,16 @@ def cells(plan):
 
 
 def cell_plan(plan, fused):
-    """The plan with the fused gates set (``DISABLE`` gates inverted) and, when on, its module real."""
+    """The plan and session env of a cell: each fused gate set as its source reads it
+    (``EraPlan.session_env``), and the fused kernel's module run for real when on."""
+    env = plan.session_env(fused)
     if not fused:
-        return plan
-    env = {**plan.env, **{g: "0" if "DISABLE" in g else "1" for g in plan.fused_gates}}
+        return plan, env
     module = plan.dsa_module.rsplit(".", 1)[0] + ".fused_metadata"
     real = plan.real
-    if (plan.checkout / (module.replace(".", "/") + ".py")).is_file():
+    if module not in real and (plan.checkout / (module.replace(".", "/") + ".py")).is_file():
         real = (module, *plan.real)
-    return dataclasses.replace(plan, env=env, real=real)
+    return dataclasses.replace(plan, real=real), env
 
 
 def stale_entries(result, live, blueprint):
@@ -115,13 +116,13 @@ def run_cell(plan, sm, share, fused, device):
     if fused and device == "cpu":
         why = "the fused decode metadata is a Triton kernel: it runs with --device cuda only"
         return {**out, "status": "skipped", "reason": why}
-    p = cell_plan(plan, fused)
+    p, env = cell_plan(plan, fused)
     ledger = Ledger()
     try:
         with (
             placement(device),
             Sandbox(
-                p.checkout, p.real, all_values(p, Settings(sm=sm)), env=p.env, ledger=ledger
+                p.checkout, p.real, all_values(p, Settings(sm=sm)), env=env, ledger=ledger
             ) as sb,
         ):
             up = _load(sb, p, ledger)

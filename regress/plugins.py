@@ -108,7 +108,7 @@ def declared(group: str) -> list[EntryPoint]:
     domain plug-ins are then read from the project file itself, so they never depend on how
     regress was installed. The same entry point found both ways counts once.
     """
-    found = list(entry_points(group=group))
+    found = _regress_first(entry_points(group=group))
     try:
         project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # installed from a built package: no project file beside it
@@ -118,7 +118,13 @@ def declared(group: str) -> list[EntryPoint]:
     own = project["project"].get("entry-points", {}).get(group, {})
     seen = {(p.name, p.value) for p in found}
     found += [EntryPoint(n, v, group) for n, v in own.items() if (n, v) not in seen]
-    return found
+    return _regress_first(found)
+
+
+def _regress_first(points: Iterable[EntryPoint]) -> list[EntryPoint]:
+    """regress's own plug-ins first, then the others by name: one order wherever each was found
+    (the order of ``sys.path``, a checkout's project file or an installed package's metadata)."""
+    return sorted(points, key=lambda p: (not p.value.startswith("regress."), p.name))
 
 
 class Registry(Mapping[str, E], Generic[E]):

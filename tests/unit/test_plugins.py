@@ -227,6 +227,7 @@ def third_party(tmp_path):
     )
     env = {
         **os.environ,
+        "COLUMNS": "100",  # click wraps help to the terminal: the choices must stay on one line
         "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
     }
     return env
@@ -305,3 +306,17 @@ def test_a_version_1_session_keeps_its_plugin_options():
     assert config.options == {"signature": "Q"}
     again = config_from_session({"schema": 2, "config": {**old, "options": {}}})
     assert again.options == {"signature": "Q"}
+
+
+def test_regress_own_plug_ins_come_first_whatever_sys_path_finds_first(monkeypatch):
+    """A plug-in on PYTHONPATH is found before site-packages; the listing must not depend on it
+    (an installed regress has no project file to add its own entries in order)."""
+    from importlib.metadata import EntryPoint
+
+    from regress import plugins
+
+    theirs = EntryPoint("aaa", "zzz_plugin:AAA", "regress.probes")
+    ours = EntryPoint("assert", "regress.trtllm.probes:ASSERT", "regress.probes")
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [theirs, ours])
+    monkeypatch.setattr(plugins, "PYPROJECT", plugins.PYPROJECT.with_name("absent.toml"))
+    assert [p.name for p in plugins.declared("regress.probes")] == ["assert", "aaa"]
