@@ -1,11 +1,36 @@
-"""Suite-wide test settings: deterministic hypothesis, no example database (xdist-safe), and a
-malloc that keeps freed memory (benchmarks/suite.md says what each costs)."""
+"""Suite-wide test settings: deterministic hypothesis, no example database (xdist-safe), a
+malloc that keeps freed memory, and an xdist schedule that runs the longest files first
+(benchmarks/suite.md says what each saves)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import sys
+
+import pytest
+
+#: The files that take longest (seconds at ``-n 0``, benchmarks/suite.md), longest first. They
+#: run first so the xdist workers end together: one started last would keep a core idle while
+#: the other worker finishes it. A file missing here runs after them, in collection order.
+SLOW_FIRST = (
+    "test_upstream_isolation.py",
+    "test_trend_demo.py",
+    "test_demo_plants.py",
+    "test_defect_verdicts.py",
+    "test_upstream_cli.py",
+    "test_upstream_stale_state.py",
+    "test_draft_cache_defects.py",
+    "test_pytest_plugin.py",
+    "test_reference_engine.py",
+    "test_demo.py",
+    "test_trend_detect.py",
+    "test_bisect_session.py",
+    "test_trend_defects.py",
+    "test_defects.py",
+    "test_trend_cli.py",
+    "test_upstream_pytest_sandbox.py",
+)
 
 #: glibc's malloc settings for this process and, through the environment, every child it starts
 #: (xdist workers, probes, ``regress`` runs, nested pytest). The reference engine allocates and
@@ -50,3 +75,26 @@ else:
         suppress_health_check=[HealthCheck.too_slow],
     )
     settings.load_profile("regress")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under ``-n``, schedule whole files (xdist's ``--dist loadfile``) in ``SLOW_FIRST`` order.
+
+    A file's tests then share its module-level caches and fixtures on one worker instead of
+    computing them on both (the reference-engine runs of test_defect_verdicts.py and
+    test_draft_cache_defects.py are cached per module); xdist would otherwise order the files by
+    their number of tests. A ``--dist`` mode or ``--loadscope-reorder`` that is asked for wins.
+    """
+    option = config.option
+    if not getattr(option, "numprocesses", None) or option.dist != "no" or option.distload:
+        return
+    option.dist = "loadfile"
+    if "--loadscope-reorder" not in config.invocation_params.args:
+        option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the files of ``SLOW_FIRST`` first, in its order; every file keeps its own order."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
