@@ -37,7 +37,8 @@ SLOW_FIRST = (
 #: frees float64 tensors of up to about 300 MB per step; by default glibc serves each from its own
 #: ``mmap`` and unmaps it on ``free``, so the next step faults every page in again (and the kernel
 #: zeroes it): that was 50 of the suite's 300 CPU seconds. No ``mmap`` for allocations and no
-#: trimming of the heap's top keeps the pages for reuse; the peak memory stays what it was.
+#: trimming of the heap's top keeps the pages for reuse. The peak stays about what it was (1.5 GB
+#: for an engine process), but a process holds it until it exits.
 MALLOC_ENV = {
     "MALLOC_MMAP_MAX_": "0",
     "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
