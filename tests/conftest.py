@@ -14,6 +14,7 @@ import pytest
 #: run first so the xdist workers end together: one started last would keep a core idle while
 #: the other worker finishes it. A file missing here runs after them, in collection order.
 SLOW_FIRST = (
+    "test_check_matrix.py",
     "test_upstream_isolation.py",
     "test_trend_demo.py",
     "test_demo_plants.py",
@@ -30,6 +31,9 @@ SLOW_FIRST = (
     "test_defects.py",
     "test_trend_cli.py",
     "test_upstream_pytest_sandbox.py",
+    "test_check_known.py",
+    "test_sandbox_packages.py",
+    "test_check_failures.py",
 )
 
 #: glibc's malloc settings for this process and, through the environment, every child it starts

@@ -142,7 +142,7 @@ class FakeDeepseekV4CacheManager(FakeKVCacheManager):
 
     Upstream's ``DeepseekV4CacheManager`` extends ``KVCacheManagerV2``, not ``DSACacheManager``
     (two stored versions of ``sparse/deepseek_v4/cache_manager.py``, commits unknown), so
-    ``is_dsa_cache_manager`` is False for it (``regress.sandbox.eras.cache_manager_values``) and
+    ``is_dsa_cache_manager`` is False for it (``regress.sandbox.values.cache_manager_values``) and
     ``DSAtrtllmAttentionMetadata.__post_init__`` asserts DeepSeek-V4's interface instead
     (``compressed_block_sizes``, ``get_cache_indices``). The block-table calls are the base
     fake's.
