@@ -36,6 +36,18 @@ ENV_VAR = "REGRESS_TRTLLM_SRC"
 NEXT = ". No contract was judged: fix the tree, or check another commit (a bisect skips this one)"
 
 
+def resolve_into(report: CheckReport, source: Path | str) -> SourceTree | None:
+    """The tree at ``source``, or None with ``report`` saying why: not a tree (bad input, exit 2)
+    or a tree whose DSA file cannot be read (no verdict, exit 3)."""
+    try:
+        return resolve_source_tree(source)
+    except SourceTreeError as exc:
+        report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
+    except UnreadableSourceError as exc:
+        report.status, report.error = ReportStatus.GAP, str(exc)
+    return None
+
+
 def run_check(
     source: Path | str,
     *,
@@ -66,13 +78,8 @@ def run_check(
     report = CheckReport(source=str(source))
     wanted = list(scenarios or [s.name for s in SCENARIOS if not s.opt_in])
     if tree is None:
-        try:
-            tree = resolve_source_tree(source)
-        except SourceTreeError as exc:
-            report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
-            return report
-        except UnreadableSourceError as exc:
-            report.status, report.error = ReportStatus.GAP, str(exc)
+        tree = resolve_into(report, source)
+        if tree is None:
             return report
     report.era, report.tree = tree.era.name, tree
     plan = plan_for(tree)

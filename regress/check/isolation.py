@@ -32,13 +32,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from regress.check.check import NEXT
+from regress.check.check import NEXT, resolve_into
 from regress.check.child import EXIT_MARK, MODULE
 from regress.check.report import CheckReport
 from regress.check.status import ReportStatus
 from regress.processes import WorkFolder, run_child, sigterm_raises
 from regress.sandbox.eras import Settings
-from regress.tree.source import SourceTreeError, UnreadableSourceError, resolve_source_tree
 
 #: Seconds the tree's loading and the scenarios may take by default (about 1 s on 2 busy cores).
 DEFAULT_TIMEOUT_S = 60.0
@@ -65,13 +64,8 @@ def run_check_isolated(
     """
     started = time.monotonic()
     report = CheckReport(source=str(source))
-    try:
-        tree = resolve_source_tree(source)
-    except SourceTreeError as exc:
-        report.status, report.error = ReportStatus.NOT_A_TREE, str(exc)
-        return report
-    except UnreadableSourceError as exc:
-        report.status, report.error = ReportStatus.GAP, str(exc)
+    tree = resolve_into(report, source)
+    if tree is None:
         return report
     root = tree.package_dir.parent.resolve()
     settings = settings or Settings()
