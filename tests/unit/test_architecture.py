@@ -223,3 +223,23 @@ def test_no_library_module_has_a_main_or_prints():
             ):
                 found.append(f"{name}:{node.lineno}: print()")
     assert found == []
+
+
+#: The library modules that start a child process by naming ``regress.cli.child`` (the only CLI
+#: module a library module may name, and only in a string): an import rule cannot see a
+#: ``python -m`` string, so this list makes the dependency visible and keeps it from spreading.
+CLI_BY_NAME = {"regress.check.recipes", "regress.trtllm.layerwise"}
+
+
+def test_only_the_listed_modules_start_a_cli_module_by_name():
+    found = {}
+    for name, tree in _library_sources():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("regress.cli.")
+            ):
+                found.setdefault(name, set()).add(node.value)
+    assert {n: sorted(v) for n, v in found.items() if n not in CLI_BY_NAME} == {}
+    assert all(v == {"regress.cli.child"} for n, v in found.items()), found

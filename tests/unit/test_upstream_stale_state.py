@@ -118,8 +118,8 @@ def test_a_tree_without_deepseek_v4_compares_two_classes(tmp_path):
 
 def test_the_deepseek_v4_fake_manager_is_not_a_dsa_manager():
     """Upstream's DeepseekV4CacheManager is a KVCacheManagerV2: is_dsa_cache_manager is False."""
-    from regress.sandbox.values import cache_manager_values
     from regress.sandbox.fakes import FakeDeepseekV4CacheManager, FakeKVCacheManager
+    from regress.sandbox.values import cache_manager_values
 
     ((check, _why),) = cache_manager_values("x.dsa")["x.dsa.cache_manager"].values()
     assert check(FakeKVCacheManager(2))
