@@ -151,13 +151,13 @@ class Registry(Mapping[str, E], Generic[E]):
         self._entries[entry.name] = entry
         return entry
 
-    def load(self, *, again: bool = False) -> None:
-        """Add every entry of the group's installed entry points (once; ``again``: re-read them).
+    def load(self) -> None:
+        """Add every entry of the group's installed entry points (once).
 
         Raises:
             RegressError: an installed entry point that does not load or is not an entry.
         """
-        if self._loaded and not again:
+        if self._loaded:
             return
         self._loaded = True
         for point in declared(self.group):

@@ -26,6 +26,7 @@ from regress.bisect.probes import Probe
 from regress.bisect.report import BisectResult
 from regress.bisect.runner import Overlay, ProbeRunner, ProbeRunnerConfig
 from regress.bisect.store import (
+    RESET_FIX,
     Replay,
     ResultStore,
     config_hash,
@@ -38,9 +39,6 @@ from regress.bisect.store import (
 from regress.errors import UsageError
 from regress.files import read_record, write_json_atomic
 from regress.progress import Progress
-
-#: What to do about a damaged stored session.
-_RESET = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
 
 
 @dataclass
@@ -208,14 +206,14 @@ def load_session(config_repo: str = ".", cache_dir: str | None = None) -> tuple[
     path = session_path(root)
     if not path.exists():
         return root, None
-    record = read_record(path, what="bisect session", fix=_RESET)
+    record = read_record(path, what="bisect session", fix=RESET_FIX)
     config = record.get("config")
     if (
         not isinstance(record.get("key"), str)
         or not isinstance(config, dict)
         or not {"good", "bad", "command"} <= set(config)
     ):
-        raise UsageError(f"the bisect session {path} is damaged (no key or config); {_RESET}")
+        raise UsageError(f"the bisect session {path} is damaged (no key or config); {RESET_FIX}")
     return root, record
 
 
@@ -231,7 +229,7 @@ def config_from_session(record: dict) -> BisectConfig:
     try:
         return BisectConfig(**stored)
     except TypeError as exc:  # a field renamed by hand or by another version
-        raise UsageError(f"the stored bisect session does not load ({exc}); {_RESET}") from None
+        raise UsageError(f"the stored bisect session does not load ({exc}); {RESET_FIX}") from None
 
 
 def _latest(repo: str, cache_dir: str | None) -> tuple[Path, dict]:

@@ -34,8 +34,8 @@ from regress.errors import RegressError, UsageError
 from regress.files import file_lock, json_digest, read_record, write_json_atomic
 
 SCHEMA = 1
-#: What to do about a damaged stored file.
-_RESET = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
+#: What to do about a damaged stored file (the results file or the session record).
+RESET_FIX = "remove it with `regress bisect reset` (the stored runs are lost; rerun the bisect)"
 
 #: Files the probe command names are keyed by content up to this size, by size and mtime above
 #: it (a checkpoint passed as an argument should not cost a full read per run).
@@ -106,7 +106,7 @@ class ResultStore:
         self.persist = persist
         self.runs: list[tuple[str, Outcome]] = []
         if persist and self.path.exists():
-            data = read_record(self.path, what="bisect results file", fix=_RESET)
+            data = read_record(self.path, what="bisect results file", fix=RESET_FIX)
             if data.get("schema") != SCHEMA:
                 raise RegressError(
                     f"{self.path} was written by another version of regress (schema "
@@ -116,7 +116,7 @@ class ResultStore:
                 self.runs = [(r["commit"], Outcome.from_json(r["outcome"])) for r in data["runs"]]
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise UsageError(
-                    f"the bisect results file {self.path} is damaged (a run lacks {exc}); {_RESET}"
+                    f"the bisect results file {self.path} is damaged (a run lacks {exc}); {RESET_FIX}"
                 ) from None
 
     def outcomes(self, sha: str) -> list[Outcome]:

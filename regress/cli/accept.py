@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from regress.acceptance.engines import COMMON_OPTIONS, ENGINES
+from regress.cli.heartbeat import EVERY_S
 from regress.cli.options import BatchSizes, FiniteFloatRange
 from regress.cli.output import emit, json_option
 from regress.cli.plugin_options import inline_help, registry_options, take_values
@@ -17,8 +18,6 @@ from regress.errors import FAILED, exit_codes_help
 from regress.reference.defects import DEFECTS
 
 _BAR_STEPS = 1000
-#: Longest silence of the plain-line progress (a log, not a terminal), in seconds.
-_HEARTBEAT_S = 4.0
 
 
 class _ProgressBar:
@@ -26,8 +25,9 @@ class _ProgressBar:
     engine does any work (a bad baseline, a prompt too long for K) is then the only line.
 
     On a terminal a click progress bar; elsewhere (CI logs, a pipe) plain lines, one per batch
-    size and a heartbeat at least every :data:`_HEARTBEAT_S` seconds while requests finish, since
-    click's bar writes nothing but its label there.
+    size and a heartbeat at least every :data:`~regress.cli.heartbeat.EVERY_S` seconds (the
+    bar every other command's heartbeat keeps) while requests finish, since click's bar writes
+    nothing but its label there.
     """
 
     def __init__(self) -> None:
@@ -49,7 +49,7 @@ class _ProgressBar:
         # sys.stderr looked up now, not at import: CliRunner swaps it per invocation.
         if not sys.stderr.isatty():
             now = time.monotonic()
-            if self._said is None or self._said[0] != label or now - self._said[1] >= _HEARTBEAT_S:
+            if self._said is None or self._said[0] != label or now - self._said[1] >= EVERY_S:
                 click.echo(f"regress accept: {label}, {p.fraction:.0%} done", err=True)
                 self._said = (label, now)
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -64,10 +65,7 @@ def _trend(*, workdir, keep, commits, seed, json_out) -> None:
         result = run_trend_demo(
             workdir=workdir, keep=keep, commits=commits, seed=seed, progress=_shower(beat)
         )
-    if not emit_json(result.to_json(), json_out):
-        click.echo("\n".join(result.summary()))
-        click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")
-    raise SystemExit(OK if result.ok else FAILED)
+    _finish(result, json_out)
 
 
 def _check(*, workdir, keep, json_out) -> None:
@@ -77,6 +75,12 @@ def _check(*, workdir, keep, json_out) -> None:
     with Heartbeat("regress demo") as beat:
         beat.say("regress demo: building two fake TensorRT-LLM trees", doing="checking")
         result = run_check_demo(workdir=workdir, keep=keep, progress=_shower(beat))
+    _finish(result, json_out)
+
+
+def _finish(result, json_out) -> NoReturn:
+    """The JSON, or the summary and an OK/FAILED line; then the exit (the --trend and --check
+    variants end alike)."""
     if not emit_json(result.to_json(), json_out):
         click.echo("\n".join(result.summary()))
         click.echo(f"{'OK' if result.ok else 'FAILED'} in {result.seconds:.0f}s")

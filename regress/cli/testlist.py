@@ -91,8 +91,7 @@ def show(
     if stage_name is not None and context is not None:
         raise UsageError("give --stage or --context, not both")
     lists = StageLists.load(directory)
-    overview = lists.overview()
-    if not overview["stages"] and not overview["contexts"]:  # an empty folder said nothing
+    if not lists.stages and not lists.dbs:  # an empty folder said nothing
         raise UsageError(
             f"--dir {directory}: no test lists there (no l0_*.yml, no stages.yml); point --dir "
             "at a test-db folder, e.g. --dir test-lists"

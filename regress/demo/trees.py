@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from regress.tree.eras import ERAS
+
 #: The template parts the trees are assembled from.
 PARTS = Path(__file__).resolve().parent / "tree_parts"
 
-#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (regress.tree.eras.ERAS).
-LAYOUT = {
-    "A": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa.py"),
-    "B": ("_torch/attention_backend", "_torch/attention_backend/sparse/dsa/metadata.py"),
-    "C": ("_torch/attention/backends", "_torch/attention/backends/sparse/dsa/metadata.py"),
-}
+#: Per era: backend package dir and DSA module file, relative to tensorrt_llm/ (read off the one
+#: era table, :data:`regress.tree.eras.ERAS`, so a fake tree is laid out as detection expects).
+LAYOUT = {era.name: (era.backends, era.dsa_metadata) for era in ERAS}
 
 HELPER = """
 

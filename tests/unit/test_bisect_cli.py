@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -276,52 +280,15 @@ def test_an_endpoint_failure_is_one_line_and_the_log_says_what_will_rerun(setup)
     assert log.output.count("(the probe did not run: a rerun tries again)") == 4
 
 
-def test_run_says_which_probe_started_on_which_commit_before_it_ends(setup):
-    """Issue 31: the first line came when both endpoint probes had finished (20 minutes of
-    nothing with a 10-minute probe). The probe here waits for a file that the test creates only
-    after reading the "started" line, so the order is proven without timing anything."""
-    import subprocess
-    import sys
-    import threading
+@contextlib.contextmanager
+def gated_bisect(tmp, shas):
+    """A `regress bisect run` subprocess whose probe waits until ``gate`` exists: yields the
+    process (stderr a text pipe) and the gate.
 
-    tmp, shas = setup
-    gate = tmp / "gate"
-    probe = tmp / "gated.sh"
-    probe.write_text(f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n' + PROBE)
-    args = ["bisect", "run", "--repo", str(tmp / "repo"), "--cache-dir", str(tmp / "cache")]
-    args += ["--good", shas[0], "--bad", shas[-1], "--", "sh", str(probe)]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from regress.cli import main; main()", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    # Against a bisect that says nothing until a probe ends, readline would wait forever: open
-    # the gate after a while so that such a bisect fails the assertion instead of hanging.
-    breaker = threading.Timer(60, gate.touch)
-    breaker.start()
-    try:
-        first = proc.stderr.readline()
-        assert first == f"regress bisect: probe started on {shas[0][:12]} (endpoint --good)\n"
-        assert proc.poll() is None  # the probe is still waiting: the line came first
-        gate.touch()
-        rest = proc.stderr.read()
-        assert proc.wait(timeout=120) == 0, rest
-    finally:
-        breaker.cancel()
-        gate.touch()
-        proc.kill()
-    assert f"probe started on {shas[-1][:12]} (endpoint --bad)" in rest
-    assert "(commit " in rest
-
-
-def test_status_tells_a_running_bisect_from_an_interrupted_one(setup):
-    """Issue 31: during a running bisect, status said "rerun the same command to continue"."""
-    import subprocess
-    import sys
-    import threading
-
-    tmp, shas = setup
+    Against a bisect that says nothing until a probe ends, readline would wait forever: the gate
+    opens by itself after a while, so that such a bisect fails the assertion instead of hanging.
+    On the way out the gate is opened and the bisect waited for (killed if it does not end).
+    """
     gate = tmp / "gate"
     probe = tmp / "gated.sh"
     probe.write_text(f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n' + PROBE)
@@ -336,12 +303,38 @@ def test_status_tells_a_running_bisect_from_an_interrupted_one(setup):
     breaker = threading.Timer(60, gate.touch)  # never hang, whatever regress does
     breaker.start()
     try:
+        yield proc, gate
+    finally:
+        breaker.cancel()
+        gate.touch()
+        try:
+            proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_run_says_which_probe_started_on_which_commit_before_it_ends(setup):
+    """Issue 31: the first line came when both endpoint probes had finished (20 minutes of
+    nothing with a 10-minute probe). The probe here waits for a file that the test creates only
+    after reading the "started" line, so the order is proven without timing anything."""
+    tmp, shas = setup
+    with gated_bisect(tmp, shas) as (proc, gate):
+        first = proc.stderr.readline()
+        assert first == f"regress bisect: probe started on {shas[0][:12]} (endpoint --good)\n"
+        assert proc.poll() is None  # the probe is still waiting: the line came first
+        gate.touch()
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0, rest
+    assert f"probe started on {shas[-1][:12]} (endpoint --bad)" in rest
+    assert "(commit " in rest
+
+
+def test_status_tells_a_running_bisect_from_an_interrupted_one(setup):
+    """Issue 31: during a running bisect, status said "rerun the same command to continue"."""
+    tmp, shas = setup
+    with gated_bisect(tmp, shas) as (proc, _gate):
         assert "probe started on" in proc.stderr.readline()
         status = invoke(tmp, "status")
         assert status.exit_code == 0, status.output
         assert "running now" in status.output and "rerun" not in status.output
-    finally:
-        breaker.cancel()
-        gate.touch()
-        proc.stderr.read()
-        proc.wait(timeout=120)

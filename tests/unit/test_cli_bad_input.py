@@ -8,6 +8,7 @@ indirect, or was accepted (exit 0), or was an internal error (exit 1 and a trace
 from __future__ import annotations
 
 import pytest
+from _cli import one_line_exit_2
 from click.testing import CliRunner
 
 from regress.bisect.synthetic import regression_history
@@ -22,14 +23,6 @@ def history(tmp_path_factory):
     shas = regression_history(tmp / "repo", 6, 3)
     (tmp / "probe.sh").write_text(PROBE)
     return tmp, shas
-
-
-def one_line_exit_2(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output and "internal error" not in result.output
-    return lines[0]
 
 
 def bisect(tmp, shas, *extra: str, repo=None, cache=None):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 import pytest
+from _cli import one_line_exit_2
 from click.testing import CliRunner
 
 from regress.bisect.config import BisectConfig
@@ -25,14 +26,6 @@ from regress.cli import cli
 from regress.errors import UsageError
 
 PROBE = 'grep -q "BUG = True" app.py && exit 1\nexit 0\n'
-
-
-def _one_line_exit_2(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output and "internal error" not in result.output
-    return lines[0]
 
 
 def _regress(*args: str, **popen) -> subprocess.CompletedProcess:
@@ -119,7 +112,7 @@ def test_json_to_a_full_device_is_exit_2_and_the_device_stays(tmp_path):
     except OSError as exc:
         pytest.skip(f"cannot make a device node here ({exc})")
     result = CliRunner().invoke(cli, ["defects", "--json", str(full)])
-    line = _one_line_exit_2(result)
+    line = one_line_exit_2(result)
     assert line.startswith(f"regress: error: --json {full}: cannot write (No space left")
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
@@ -130,7 +123,7 @@ def test_accept_json_under_proc_is_refused_before_the_run(monkeypatch):
 
     monkeypatch.setattr(profile, "profile", lambda *a, **k: pytest.fail("the run started"))
     result = CliRunner().invoke(cli, ["accept", "--json", "/proc/regress-report.json"])
-    assert "--json /proc/regress-report.json" in _one_line_exit_2(result)
+    assert "--json /proc/regress-report.json" in one_line_exit_2(result)
 
 
 def test_stdout_on_a_full_device_is_one_line_and_exit_2():
@@ -158,7 +151,7 @@ def test_a_cache_dir_that_is_a_file_is_bad_input(history, how):
     else:
         result = _bisect(tmp, shas, env={"REGRESS_CACHE_DIR": str(tmp / "afile")})
         named = f"REGRESS_CACHE_DIR={tmp / 'afile'}"
-    line = _one_line_exit_2(result)
+    line = one_line_exit_2(result)
     assert line.startswith(f"regress: error: {named}: cannot write the bisect cache (Not a dir")
     assert (tmp / "afile").read_text() == "mine\n"
 
@@ -179,7 +172,7 @@ def test_a_read_only_or_full_cache_is_bad_input_and_leaves_no_lone_lock(
 
     monkeypatch.setattr(files.tempfile, "mkstemp", fail)
     result = _bisect(tmp, shas, "--cache-dir", str(tmp / "cache"))
-    line = _one_line_exit_2(result)
+    line = one_line_exit_2(result)
     assert f"--cache-dir {tmp / 'cache'}: cannot write the bisect cache ({words}" in line
     assert not (tmp / "cache").exists()  # made by this run, so removed with its lock file
 
@@ -200,7 +193,7 @@ def test_a_baseline_entry_that_is_no_entry_is_one_line(tmp_path, monkeypatch, te
     baseline = tmp_path / "b.yaml"
     baseline.write_text(text)
     result = CliRunner().invoke(cli, ["accept", "--baseline", f"{baseline}#k"])
-    assert message.replace("B", str(baseline)) in _one_line_exit_2(result)
+    assert message.replace("B", str(baseline)) in one_line_exit_2(result)
 
 
 @pytest.mark.parametrize(
@@ -220,14 +213,14 @@ def test_a_baseline_entry_that_is_no_entry_is_one_line(tmp_path, monkeypatch, te
     ],
 )
 def test_a_number_that_is_no_number_is_one_line(argv, words):
-    line = _one_line_exit_2(CliRunner().invoke(cli, argv))
+    line = one_line_exit_2(CliRunner().invoke(cli, argv))
     assert words in line and line.startswith("regress: error: ")
 
 
 def test_a_binary_parsed_bot_file_is_one_line(tmp_path):
     (tmp_path / "bin").write_bytes(bytes(range(128, 256)))
     result = CliRunner().invoke(cli, ["bot", "plan", "--parsed", str(tmp_path / "bin")])
-    assert "--parsed" in _one_line_exit_2(result) and "not UTF-8 text" in result.stderr
+    assert "--parsed" in one_line_exit_2(result) and "not UTF-8 text" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -251,7 +244,7 @@ def test_a_binary_parsed_bot_file_is_one_line(tmp_path):
 )
 def test_click_usage_errors_are_one_line(argv, monkeypatch):
     monkeypatch.delenv("REGRESS_TRTLLM_SRC", raising=False)
-    line = _one_line_exit_2(CliRunner().invoke(cli, argv))
+    line = one_line_exit_2(CliRunner().invoke(cli, argv))
     assert line.startswith("regress: error: ") and "--help`)" in line
 
 
