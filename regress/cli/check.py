@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 import click
@@ -11,19 +10,11 @@ import click
 from regress.check.catalog import scenario_help, scenario_names
 from regress.check.check import ENV_VAR
 from regress.check.isolation import DEFAULT_TIMEOUT_S
+from regress.cli.options import FiniteFloatRange
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 
 #: The longest --timeout taken (a week): past it a deadline no longer fits the clock's range.
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
-
-
-def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    """Refuse ``nan`` (every comparison with it is false, so a range check lets it through)."""
-    if not math.isfinite(value):
-        raise click.BadParameter(
-            f"{value} is not a number of seconds: give one between 0 and {MAX_TIMEOUT_S:.0f}"
-        )
-    return value
 
 
 @click.command(epilog=exit_codes_help("regress check"))
@@ -60,8 +51,7 @@ def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
-    callback=_finite,
+    type=FiniteFloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
