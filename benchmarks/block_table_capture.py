@@ -65,11 +65,7 @@ def main(tree):
         counts = collections.Counter(op for op, _ in rec.ops)
         syncs = [op for op, _ in rec.ops if "_local_scalar_dense" in op or "item" in op]
         to_cpu = [op for op, dev in rec.ops if dev == "cpu"]
-        factories = [
-            op
-            for op, _ in rec.ops
-            if op.split(".")[1] in FACTORIES or op.split(".")[1].startswith(FACTORIES)
-        ]
+        factories = [op for op, _ in rec.ops if op.split(".")[1].startswith(FACTORIES)]
         row = md.block_table[2, :3].tolist()
         print(
             json.dumps(
