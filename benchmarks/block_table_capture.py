@@ -17,12 +17,11 @@ import sys
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from regress.check.check import _load
 from regress.check.stale_state import Subject, _blueprint
 from regress.dsa.stale_batches import BATCHES, CAPACITY, DRAFT_LEN
 from regress.dsa.transitions import collapse, save_target
 from regress.sandbox import Ledger
-from regress.sandbox.eras import Settings, all_values, plan_for
+from regress.sandbox.eras import Settings, all_values, load, plan_for
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.shells import Sandbox
 from regress.tree.source import resolve_source_tree
@@ -49,7 +48,7 @@ def main(tree):
     with Sandbox(
         plan.checkout, plan.real, all_values(plan, Settings()), env=plan.env, ledger=ledger
     ) as sb:
-        up = _load(sb, plan, ledger)
+        up = load(sb, plan, ledger)
         batch = next(b for b in BATCHES if b.name == "verify_4x4")
         kvm = FakeKVCacheManager(CAPACITY)
         blueprint = _blueprint(up, Subject(up.metadata_cls, lambda: kvm), kvm, batch)
@@ -66,11 +65,7 @@ def main(tree):
         counts = collections.Counter(op for op, _ in rec.ops)
         syncs = [op for op, _ in rec.ops if "_local_scalar_dense" in op or "item" in op]
         to_cpu = [op for op, dev in rec.ops if dev == "cpu"]
-        factories = [
-            op
-            for op, _ in rec.ops
-            if op.split(".")[1] in FACTORIES or op.split(".")[1].startswith(FACTORIES)
-        ]
+        factories = [op for op, _ in rec.ops if op.split(".")[1].startswith(FACTORIES)]
         row = md.block_table[2, :3].tolist()
         print(
             json.dumps(

@@ -33,7 +33,7 @@ import sys
 from importlib.util import find_spec
 from unittest import mock
 
-from regress.check.check import _load
+from regress.check.production import fused_modules
 from regress.check.stale_loop import caller_draft_loop
 from regress.check.stale_state import Subject, _blueprint, _forwards
 from regress.dsa.fresh import fresh_twins
@@ -41,7 +41,7 @@ from regress.dsa.stale_batches import BATCHES, CAPACITY
 from regress.dsa.stale_check import check_states
 from regress.dsa.write_log import WriteLog
 from regress.sandbox import Ledger
-from regress.sandbox.eras import Settings, all_values, plan_for
+from regress.sandbox.eras import Settings, all_values, load, plan_for
 from regress.sandbox.fakes import FakeKVCacheManager
 from regress.sandbox.shells import Sandbox
 from regress.tree.source import SourceTreeError, resolve_source_tree
@@ -78,14 +78,12 @@ def cells(plan):
 
 def cell_plan(plan, fused):
     """The plan and session env of a cell: each fused gate set as its source reads it
-    (``EraPlan.session_env``), and the fused kernel's module run for real when on."""
+    (``EraPlan.session_env``), and the fused kernel's modules run for real when on, as
+    ``regress check``'s matrix cells run them (``production.fused_modules``)."""
     env = plan.session_env(fused)
     if not fused:
         return plan, env
-    module = plan.dsa_module.rsplit(".", 1)[0] + ".fused_metadata"
-    real = plan.real
-    if module not in real and (plan.checkout / (module.replace(".", "/") + ".py")).is_file():
-        real = (module, *plan.real)
+    real = tuple(dict.fromkeys([*fused_modules(plan), *plan.real]))
     return dataclasses.replace(plan, real=real), env
 
 
@@ -125,7 +123,7 @@ def run_cell(plan, sm, share, fused, device):
                 p.checkout, p.real, all_values(p, Settings(sm=sm)), env=env, ledger=ledger
             ) as sb,
         ):
-            up = _load(sb, p, ledger)
+            up = load(sb, p, ledger)
             params = up.sparse_kwargs().get("sparse_metadata_params")
             if share and not hasattr(params, SHARE):
                 return {**out, "status": "n/a", "reason": f"the tree's params have no {SHARE}"}

@@ -24,15 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from _matrix_trees import build_matrix_tree
 
-from regress.check.check import scenario_names
+from regress.check.catalog import SCENARIOS
 from regress.check.production import MATRIX
-from regress.check.scenarios import OPT_IN
 
 CLI = [sys.executable, "-c", "from regress.cli import main; main()"]
 
 
 def runs() -> dict[str, list[str]]:
-    before = [f"--scenario={s}" for s in scenario_names() if s not in OPT_IN and s != MATRIX]
+    before = [f"--scenario={s.name}" for s in SCENARIOS if not s.opt_in and s.name != MATRIX]
     return {
         "without the matrix": before,
         "default (with the matrix)": [],

@@ -74,8 +74,9 @@ class Capacities:
     def used(self, shape: tuple[int, ...], batch: Batch) -> tuple[int, ...]:
         """The extent of each axis of a buffer of ``shape`` that ``batch`` uses."""
         out = list(shape)
+        rules = self.row_rules(batch)
         for axis, size in enumerate(shape):
-            rule = next(((c, u) for c, u, _ in self.row_rules(batch) if c == size), None)
+            rule = next(((c, u) for c, u, _ in rules if c == size), None)
             if rule is None:
                 continue
             out[axis] = min(size, rule[1])

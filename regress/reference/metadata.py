@@ -91,10 +91,10 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         super().prepare()
         n = self.num_seqs
         if self.kv_cache_manager is not None and n:
-            rows = self.kv_cache_manager.block_table_rows(self.request_ids[:n])
-            self.indexer_k_cache_block_offsets[:n].copy_(
-                torch.tensor(rows, dtype=torch.int32), non_blocking=True
+            rows = torch.tensor(
+                self.kv_cache_manager.block_table_rows(self.request_ids[:n]), dtype=torch.int32
             )
+            self.indexer_k_cache_block_offsets[:n].copy_(rows, non_blocking=True)
             self._prepare_block_table(rows)
         host_map = torch.repeat_interleave(
             torch.arange(n, dtype=torch.int32), self.seq_lens.to(torch.int64)
@@ -200,7 +200,7 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         return rows.gather(-1, col).to(torch.int64) * tpb + pos % tpb
 
     # -- the top-k conversion's block table (docs/findings.md, finding 1) ------------------------
-    def _prepare_block_table(self, rows: list[list[int]]) -> None:
+    def _prepare_block_table(self, rows: torch.Tensor) -> None:
         """Upstream's host build: pad from the host kv lengths, write ``[:n, :max_blocks_used]``.
 
         ``prepare_for_indexer_k_cache()`` (``.../sparse/dsa/metadata.py`` @ 186080bb) counts each
@@ -216,8 +216,9 @@ class DSAtrtllmAttentionMetadata(TrtllmAttentionMetadata):
         kv = torch.tensor(cached, dtype=torch.int32) + self.seq_lens
         blocks = (kv + tpb - 1) // tpb
         used = min(int(blocks.max()) if n else 1, self.block_table.shape[1])
-        host = torch.tensor(rows, dtype=torch.int32)[:, :used]
-        host.masked_fill_(torch.arange(used).unsqueeze(0) >= blocks.unsqueeze(1), -1)
+        host = rows[:, :used].masked_fill(
+            torch.arange(used).unsqueeze(0) >= blocks.unsqueeze(1), -1
+        )
         self.block_table[:n, :used].copy_(host, non_blocking=True)
 
     def _refresh_block_table(self) -> None:

@@ -81,7 +81,7 @@ class ServingRun:
         self.prompts = [[int(t) for t in p] for p in prompts]
         max_prompt = max(len(p) for p in self.prompts)
         self.max_seq = max_prompt + max_new_tokens + k + 2
-        tpb = getattr(engine, "tokens_per_block", TOKENS_PER_BLOCK)
+        tpb = engine.tokens_per_block
         blocks = -(-self.max_seq // tpb)
         self.width = blocks * tpb
         # Room for the dummy requests a CUDA-graph replay pads the batch with.
@@ -190,7 +190,7 @@ class ServingRun:
         # What the executor announces first in every forward, before the layout is set (the
         # path bug 2's benchmark skipped), then the layout and prepare().
         announce_speculation(md, forward.batch_size, k)
-        if getattr(self.e, "overlap_scheduler", False):
+        if self.e.overlap_scheduler:
             md.host_view_cached_lens = [_host_view_cached(r, k) for r in live]
         prepare_batch(md, forward)
         tok = torch.tensor(tokens, device=self.dev)

@@ -57,8 +57,12 @@ def _expected_slots(manager, md, request_ids):
     return [rows[i][p // TPB] * TPB + p % TPB for i, p in enumerate(positions)]
 
 
+def _manager():
+    return PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
+
+
 def _pair():
-    manager = PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
+    manager = _manager()
     return manager, _metadata(manager, ()), _metadata(manager, ("stale_block_table",))
 
 
@@ -105,7 +109,7 @@ def test_the_overlap_schedulers_optimistic_host_view_covers_the_crossing():
 
 def test_the_widest_row_reads_the_block_an_earlier_forward_left_past_its_columns():
     """The cross-request case: a column past this forward's widest request keeps a stale block."""
-    manager = PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
+    manager = _manager()
     md = _metadata(manager, ("stale_block_table",))
     _verify(md, cached=(80, 20), request_ids=(0, 1))  # row 0: request 0, kv 84, blocks 0-2
     restore_target(md, _first_chained_step(md))
@@ -122,7 +126,7 @@ def test_the_widest_row_reads_the_block_an_earlier_forward_left_past_its_columns
 def test_contract_block_table_covers_every_block_the_draft_loop_reaches(defects):
     """The contract: after every update_for_spec_dec(), block_table row r owns the blocks that
     kv_lens_cuda[r] reaches, and only those. Fails with REGRESS_DEFECTS=stale_block_table."""
-    manager = PagedKVCacheManager.for_requests(4, 512, tokens_per_block=TPB)
+    manager = _manager()
     md = _metadata(manager, defects)
     _verify(md)
     saved = save_target(md)
