@@ -108,7 +108,7 @@ def run_check(
             cause = f"loading the tree raised {cause}"
         report.status, report.error = ReportStatus.GAP, cause + NEXT
     axes = find_axes(tree, plan.fused_gates)
-    base = str(base_cell(axes, settings.sm))
+    base = str(base_cell(axes, settings.sm, plan.fused_in(plan.session_env(settings.fused))))
     for result in report.results:  # the scenarios outside the matrix ran in the base cell
         for v in result.violations:
             v.details.setdefault("cell", base)

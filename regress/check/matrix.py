@@ -72,9 +72,10 @@ AXES: tuple[Axis, ...] = (
 )
 _BY_KEY = {a.key: a for a in AXES}
 
-#: The cell of the scenarios that run outside the matrix: today's sandbox (fused gate forced
-#: off, every params switch at :data:`regress.sandbox.eras.SPARSE_SETTINGS`, no replay); its
-#: ``sm`` is ``--sm``'s.
+#: The cell of the scenarios that run outside the matrix: every params switch at
+#: :data:`regress.sandbox.eras.SPARSE_SETTINGS`, no replay; its ``sm`` is ``--sm``'s and its
+#: ``fused`` the gate's value in that session (upstream's default for the tree unless set:
+#: :func:`base_cell`).
 BASE: dict[str, str] = {
     "fused": OFF,
     "dsl": OFF,
@@ -231,9 +232,11 @@ def cells(specs: Iterable[str], axes: TreeAxes) -> list[Cell]:
     return list(out)
 
 
-def base_cell(axes: TreeAxes, sm: int) -> Cell:
-    """The cell the scenarios outside the matrix run in (:data:`BASE` at ``--sm``)."""
-    return axes.cell({**BASE, "sm": str(sm)})
+def base_cell(axes: TreeAxes, sm: int, fused: bool | None = None) -> Cell:
+    """The cell the scenarios outside the matrix run in (:data:`BASE` at ``--sm``), with
+    ``fused`` as the session ran it (None: the tree has no gate; :data:`BASE`'s value)."""
+    chosen = {} if fused is None else {"fused": ON if fused else OFF}
+    return axes.cell({**BASE, "sm": str(sm), **chosen})
 
 
 @dataclass(frozen=True)
