@@ -236,3 +236,12 @@ def test_findings_outside_the_matrix_carry_the_base_cell(tmp_path):
     assert report.cells == [base]
     found = [v for r in report.results for v in r.violations]
     assert found and {v.details["cell"] for v in found} == {base}
+
+
+def test_the_allow_tables_base_cell_is_the_matrix_base_at_sm_90():
+    """``dsa.stale_allow`` may not import ``check``, so it spells the base cell out: keep them equal."""
+    from regress.check.matrix import AXES, BASE
+    from regress.dsa.stale_allow import DECIDED_BASE
+
+    base = {**BASE, "sm": "90"}
+    assert DECIDED_BASE == (",".join(f"{a.key}={base[a.key]}" for a in AXES),)
