@@ -244,4 +244,4 @@ def test_the_allow_tables_base_cell_is_the_matrix_base_at_sm_90():
     from regress.dsa.stale_allow import DECIDED_BASE
 
     base = {**BASE, "sm": "90"}
-    assert DECIDED_BASE == (",".join(f"{a.key}={base[a.key]}" for a in AXES),)
+    assert (",".join(f"{a.key}={base[a.key]}" for a in AXES),) == DECIDED_BASE
