@@ -89,11 +89,6 @@ class EraPlan:
     def checkout(self) -> Path:
         return self.tree.package_dir.parent
 
-    @property
-    def fused_by_default(self) -> bool | None:
-        """Whether upstream fuses the decode metadata with its gates unset (None: no gate)."""
-        return all(g.default_on for g in self.fused_gates) if self.fused_gates else None
-
     def session_env(self, fused: bool | None = None) -> SessionEnv:
         """The fused-metadata gates for one sandbox session: the one place they are set.
 
