@@ -193,7 +193,6 @@ def run_cells(
     *,
     load: Callable[[Any, Any, Any], Any],
     run: Callable[[Any, Any], list[ScenarioResult]],
-    emit: Callable[[str], None],
 ) -> list[ScenarioResult]:
     """The per-cell ``scenarios`` (catalog records) in every cell, each cell in its own sandbox.
 
@@ -217,7 +216,6 @@ def run_cells(
                 up.sparse_overrides = dict(cfg.params)
                 up.matrix_cell = (cell, cfg)
                 for scenario in scenarios:
-                    emit(f"scenario {scenario.name} cell {cell}")
                     results += run(scenario, up)
         except SandboxGap as exc:
             note = missing or str(exc)
