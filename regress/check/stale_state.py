@@ -187,13 +187,13 @@ def _subclass(up: Upstream, found: Any) -> Subject | None:
     )
 
 
-def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> list[Subject]:
+def subjects(up: Upstream, unloadable: list[tuple[str, str]]) -> list[Subject]:
     """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
 
     Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
     era C); their modules and the sibling modules they import run from source. A subclass the
-    sandbox cannot load goes to ``unloadable`` as ``(class, why)``, when given, instead of
-    raising: a gap for that class alone.
+    sandbox cannot load goes to ``unloadable`` as ``(class, why)`` instead of raising: a gap for
+    that class alone.
     """
     from regress.tree.source import DSA_METADATA_CLASS
 
@@ -209,8 +209,6 @@ def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> l
             try:
                 subject = _subclass(up, found)
             except Exception as exc:  # its module or params need what the sandbox lacks
-                if unloadable is None:
-                    raise
                 from regress.sandbox.blame import blame, describe
 
                 unloadable.append((found.name, describe(exc, blame(exc, up.plan.checkout))))

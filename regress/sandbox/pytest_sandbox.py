@@ -109,10 +109,10 @@ def cuda_present(ledger: Ledger, sm: int) -> Iterator[None]:
 class SandboxedTests:
     """The pytest plugin object of a run of upstream's tests (see the module docstring)."""
 
-    def __init__(self, tree: Any, settings: Settings | None = None) -> None:
+    def __init__(self, tree: Any) -> None:
         from regress.sandbox.shells import Sandbox
 
-        self.settings = settings or Settings()
+        self.settings = Settings()
         self.plan = plan_for(tree)
         self.era = tree.era.name
         real = list(self.plan.real)
