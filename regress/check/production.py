@@ -20,7 +20,6 @@ none is installed is a gap naming ``pip install triton``, never a pass.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
 from regress.dsa.stale_check import Checkpoint, check_states
 from regress.sandbox.fakes import FakeKVCacheManager
+from regress.sandbox.packages import installed
 
 #: The scenario's name (``--scenario matrix``); its results are ``matrix/<cell>``.
 MATRIX = "matrix"
@@ -70,11 +70,7 @@ def triton_missing(plan: Any, cell: Cell) -> str:
         for p in sorted(dsa_dir.glob("*.py"))
         if _TRITON_IMPORT.search(p.read_text(errors="replace"))
     ]
-    try:
-        installed = importlib.util.find_spec("triton") is not None
-    except ImportError:  # a finder that refuses the name: not installed for this process
-        installed = False
-    if not needs or installed:
+    if not needs or installed("triton"):
         return ""
     return (
         f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
