@@ -28,7 +28,7 @@ from typing import Any
 from regress.check.caller import DraftSettings
 from regress.check.matrix import Cell, CellSettings, settings_for
 from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
-from regress.check.results import ScenarioResult
+from regress.check.results import ScenarioResult, stale_message
 from regress.check.status import ScenarioStatus
 from regress.check.steps import drive, observe, tree_prepare
 from regress.dsa.announce import announce_speculation
@@ -152,10 +152,7 @@ def _oracle(
         if rows:  # explained elsewhere, but never reviewed for this cell
             check = UNREVIEWED
             why = f"; the allow row for it was decided in {', '.join(rows[0].cells)}, not this cell"
-        message = (
-            f"{f.field} is stale at {label}: a fresh {f.owner} prepared for {f.layout} holds "
-            f"{f.fresh}, the live one {f.live}{why}"
-        )
+        message = stale_message(f, label) + why
         result.add([Violation(check, message, {**f.to_dict(), "cell": str(cell)})], label)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regress.check.results import ScenarioResult, Step
+from regress.check.results import ScenarioResult, Step, stale_message
 from regress.check.stale_loop import caller_draft_loop
 from regress.check.status import ScenarioStatus
 from regress.check.steps import tree_prepare
@@ -109,8 +109,7 @@ def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Itera
 def _violation(found: StaleField) -> Violation:
     fresh = f"; a fresh prepare writes it at {found.fresh_site}" if found.fresh_site else ""
     message = (
-        f"{found.field} is stale at {found.checkpoint}: a fresh {found.owner} prepared for "
-        f"{found.layout} holds {found.fresh}, the live one {found.live} "
+        f"{stale_message(found, found.checkpoint)} "
         f"(live last written at {found.live_site or 'no write seen'}{fresh})"
     )
     return Violation("stale_state", message, {**found.to_dict(), "step": found.checkpoint})
