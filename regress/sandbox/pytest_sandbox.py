@@ -111,6 +111,7 @@ class SandboxedTests:
 
     def __init__(self, tree: Any) -> None:
         from regress.sandbox.shells import Sandbox
+        from regress.tree.source import module_name
 
         self.settings = Settings()
         self.plan = plan_for(tree)
@@ -118,9 +119,7 @@ class SandboxedTests:
         real = list(self.plan.real)
         package_init = tree.era.package_init
         if package_init:  # era B/C: the DSA package re-exports the metadata and its helpers
-            real.append(
-                "tensorrt_llm." + package_init.removesuffix("/__init__.py").replace("/", ".")
-            )
+            real.append(module_name(tree.package_dir, tree.package_dir / package_init))
         self.ledger = Ledger()
         self.sandbox = Sandbox(
             self.plan.checkout,
