@@ -149,17 +149,13 @@ def caller_checkpoints(
     """
     found = workers.catalog(up)
     worker = found.pick(settings.worker)
-    odd = _not_a_verify_layout(metadata, settings)
-    if worker is not None and odd:
-        return CallerRun(
-            MODEL_CALLER, "model", fallback=odd, _source=_model_source(metadata, settings)
-        )
-    if worker is None:
-        why = (
-            f"no worker {settings.worker!r} in this tree"
-            if settings.worker
-            else "; ".join(found.problems) or "no one-model speculative worker in this tree"
-        )
+    if worker is not None:
+        why = _not_a_verify_layout(metadata, settings)
+    elif settings.worker:
+        why = f"no worker {settings.worker!r} in this tree"
+    else:
+        why = "; ".join(found.problems) or "no one-model speculative worker in this tree"
+    if why:
         return CallerRun(
             MODEL_CALLER, "model", fallback=why, _source=_model_source(metadata, settings)
         )

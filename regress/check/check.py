@@ -17,7 +17,6 @@ from regress.check.production import run_cells
 from regress.check.report import CheckReport
 from regress.check.results import ScenarioResult
 from regress.check.status import ReportStatus, ScenarioStatus
-from regress.progress import Progress
 from regress.sandbox import Ledger, SandboxGap
 from regress.sandbox.blame import blame, describe
 from regress.sandbox.eras import Settings, Upstream, all_values, load, plan_for
@@ -53,8 +52,6 @@ def run_check(
     *,
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
-    progress: Progress[str] | None = None,
-    tree: SourceTree | None = None,
     matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """Run the contract scenarios against the real DSA metadata of the tree at ``source``.
@@ -67,20 +64,17 @@ def run_check(
         scenarios: names of :data:`~regress.check.catalog.SCENARIOS` (default: all but the
             opt-in ones).
         settings: SM version and SM count the code is told it runs on.
-        progress: receives one line per scenario started.
-        tree: ``source`` already resolved (the caller's), so it is resolved once per check.
         matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the per-cell
             scenarios (``matrix``) run in; the others run once, in the base cell
             (:data:`regress.check.matrix.BASE`).
     """
     started = time.monotonic()
-    emit = progress or (lambda _m: None)
     report = CheckReport(source=str(source))
     wanted = list(scenarios or [s.name for s in SCENARIOS if not s.opt_in])
+    table = by_name()
+    tree = resolve_into(report, source)
     if tree is None:
-        tree = resolve_into(report, source)
-        if tree is None:
-            return report
+        return report
     report.era, report.tree = tree.era.name, tree
     plan = plan_for(tree)
     settings = settings or Settings()
@@ -95,9 +89,7 @@ def run_check(
             ledger=ledger,
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
-            table = by_name()
             for name in (n for n in wanted if not table[n].per_cell):
-                emit(f"scenario {name}")
                 report.results.extend(_run(table[name], up))
     except SandboxGap as exc:
         report.status, report.error = ReportStatus.GAP, str(exc)
@@ -113,13 +105,11 @@ def run_check(
         for v in result.violations:
             v.details.setdefault("cell", base)
     report.cells = [base]
-    per_cell = [by_name()[n] for n in wanted if by_name()[n].per_cell]
+    per_cell = [table[n] for n in wanted if table[n].per_cell]
     if per_cell and report.status != ReportStatus.GAP:
         run = cells(matrix, axes)
         report.cells += [str(c) for c in run]
-        report.results += run_cells(
-            plan, run, per_cell, settings, ledger, load=_load, run=_run, emit=emit
-        )
+        report.results += run_cells(plan, run, per_cell, settings, ledger, load=_load, run=_run)
     _divergences(ledger, plan)
     report.finish()
     report.seconds = time.monotonic() - started

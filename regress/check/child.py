@@ -11,7 +11,6 @@ the deadline (a hang names its frame) and an ``os._exit`` that names its upstrea
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import sys
 from pathlib import Path
@@ -43,9 +42,10 @@ def check_request(work: Path) -> int:
     """
     from regress.check.report import CheckReport
     from regress.check.status import ReportStatus
+    from regress.files import read_json, write_json_atomic
     from regress.sandbox.eras import Settings
 
-    request = json.loads((work / "request.json").read_text())
+    request = read_json(work / "request.json")
     faulthandler.enable(all_threads=True)
     _guard_os_exit(Path(request["root"]))
     import torch  # before the clock starts: a slow import is not a hang
@@ -56,7 +56,6 @@ def check_request(work: Path) -> int:
     torch.set_num_threads(1)
 
     from regress.check.check import run_check
-    from regress.files import write_json_atomic
 
     faulthandler.dump_traceback_later(request["timeout"], exit=True)
     settings = Settings(sm=request["sm"], num_sms=request["num_sms"])

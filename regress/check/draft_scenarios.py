@@ -62,7 +62,7 @@ def draft_callers(up: Any) -> list[ScenarioResult]:
     """Every worker's own draft loop, then the preferred one on a mixed batch and on r = 0."""
     found = catalog(up)
     out = [
-        ScenarioResult(f"draft_callers/load:{p.split(':', 1)[0]}", "gap", note=p)
+        ScenarioResult(f"draft_callers/load:{p.split(':', 1)[0]}", ScenarioStatus.GAP, note=p)
         for p in found.problems
     ]
     if not found.workers:
@@ -70,7 +70,7 @@ def draft_callers(up: Any) -> list[ScenarioResult]:
             out.append(
                 ScenarioResult(
                     "draft_callers",
-                    "skip",
+                    ScenarioStatus.SKIP,
                     note="no one-model speculative worker in this tree: the draft-loop scenarios "
                     "ran regress's model (regress/dsa/lifecycle.py)",
                 )

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
-from regress.check.results import NO_RESTORE, ScenarioResult
+from regress.check.results import NO_RESTORE, ScenarioResult, stale_message
 from regress.check.steps import tree_prepare
 from regress.dsa.announce import announce_speculation
 from regress.dsa.batch import Batch
@@ -121,10 +121,7 @@ def _one(up: Any, worker: Any, fail_at: int) -> ScenarioResult:
     for f in judged.unexplained:
         if f in kept:
             continue
-        message = (
-            f"{f.field} is stale at the next forward's prepare() after a failed draft step: a "
-            f"fresh {f.owner} prepared for {f.layout} holds {f.fresh}, the live one {f.live}"
-        )
+        message = stale_message(f, "the next forward's prepare() after a failed draft step")
         result.add([Violation("stale_state", message, f.to_dict())], "f2:prepare")
     if worker is not None:
         _next_loop(up, live, worker, result)

@@ -20,7 +20,6 @@ No complete report is a gap (exit 3), whatever the child's exit status, and the 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -36,6 +35,7 @@ from regress.check.check import NEXT, resolve_into
 from regress.check.child import EXIT_MARK, MODULE
 from regress.check.report import CheckReport
 from regress.check.status import ReportStatus
+from regress.files import read_json, write_json_atomic
 from regress.processes import WorkFolder, run_child, sigterm_raises
 from regress.sandbox.eras import Settings
 
@@ -81,7 +81,7 @@ def run_check_isolated(
             "timeout": timeout,
             "token": token,
         }
-        (work / "request.json").write_text(json.dumps(request))
+        write_json_atomic(work / "request.json", request)
         returncode, timed_out = _spawn(work, timeout)
         doc = _read_report(work / "report.json", token)
         if doc is not None:
@@ -129,7 +129,7 @@ def _spawn(work: Path, timeout: float) -> tuple[int, bool]:
 
 def _read_report(path: Path, token: str) -> dict[str, Any] | None:
     try:
-        doc = json.loads(path.read_text())
+        doc = read_json(path)
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("token") == token else None

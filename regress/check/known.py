@@ -339,7 +339,8 @@ def headline(outcome: KnownOutcome | None) -> str:
     return f" ({', '.join(parts)})"
 
 
-def _md(text: object) -> str:
+def md_cell(text: object) -> str:
+    """``text`` as one Markdown table cell (pipes escaped, on one line)."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -351,7 +352,7 @@ def markdown_lines(outcome: KnownOutcome | None) -> list[str]:
     if outcome.used:
         out += ["| line | finding | seen | reason |", "|---|---|---|---|"]
         out += [
-            f"| {ln.line} | `{_md(ln.finding)}` | {outcome.count(ln)} | {_md(ln.reason)} |"
+            f"| {ln.line} | `{md_cell(ln.finding)}` | {outcome.count(ln)} | {md_cell(ln.reason)} |"
             for ln in outcome.used
         ]
     else:
@@ -362,10 +363,13 @@ def markdown_lines(outcome: KnownOutcome | None) -> list[str]:
             f"**Fixed**: these lines of `{outcome.path}` match nothing now; delete them:",
             "",
         ]
-        out += [f"- line {ln.line}: `{_md(ln.finding)}` ({_md(ln.reason)})" for ln in outcome.fixed]
+        out += [
+            f"- line {ln.line}: `{md_cell(ln.finding)}` ({md_cell(ln.reason)})"
+            for ln in outcome.fixed
+        ]
     if outcome.unchecked:
         out += ["", "Not checked (their scenario gave no verdict): "]
-        out[-1] += ", ".join(f"line {ln.line} `{_md(ln.finding)}`" for ln in outcome.unchecked)
+        out[-1] += ", ".join(f"line {ln.line} `{md_cell(ln.finding)}`" for ln in outcome.unchecked)
     return out
 
 
@@ -383,6 +387,7 @@ __all__ = [
     "load_known",
     "mark",
     "markdown_lines",
+    "md_cell",
     "parse_known",
     "text_lines",
 ]

@@ -20,7 +20,6 @@ none is installed is a gap naming ``pip install triton``, never a pass.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from typing import Any
 from regress.check.caller import DraftSettings
 from regress.check.matrix import Cell, CellSettings, settings_for
 from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
-from regress.check.results import ScenarioResult
+from regress.check.results import ScenarioResult, stale_message
 from regress.check.status import ScenarioStatus
 from regress.check.steps import drive, observe, tree_prepare
 from regress.dsa.announce import announce_speculation
@@ -38,6 +37,7 @@ from regress.dsa.fresh import Blueprint
 from regress.dsa.invariants import Violation
 from regress.dsa.stale_check import Checkpoint, check_states
 from regress.sandbox.fakes import FakeKVCacheManager
+from regress.sandbox.packages import installed
 
 #: The scenario's name (``--scenario matrix``); its results are ``matrix/<cell>``.
 MATRIX = "matrix"
@@ -70,11 +70,7 @@ def triton_missing(plan: Any, cell: Cell) -> str:
         for p in sorted(dsa_dir.glob("*.py"))
         if _TRITON_IMPORT.search(p.read_text(errors="replace"))
     ]
-    try:
-        installed = importlib.util.find_spec("triton") is not None
-    except ImportError:  # a finder that refuses the name: not installed for this process
-        installed = False
-    if not needs or installed:
+    if not needs or installed("triton"):
         return ""
     return (
         f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
@@ -156,10 +152,7 @@ def _oracle(
         if rows:  # explained elsewhere, but never reviewed for this cell
             check = UNREVIEWED
             why = f"; the allow row for it was decided in {', '.join(rows[0].cells)}, not this cell"
-        message = (
-            f"{f.field} is stale at {label}: a fresh {f.owner} prepared for {f.layout} holds "
-            f"{f.fresh}, the live one {f.live}{why}"
-        )
+        message = stale_message(f, label) + why
         result.add([Violation(check, message, {**f.to_dict(), "cell": str(cell)})], label)
 
 
@@ -193,7 +186,6 @@ def run_cells(
     *,
     load: Callable[[Any, Any, Any], Any],
     run: Callable[[Any, Any], list[ScenarioResult]],
-    emit: Callable[[str], None],
 ) -> list[ScenarioResult]:
     """The per-cell ``scenarios`` (catalog records) in every cell, each cell in its own sandbox.
 
@@ -217,7 +209,6 @@ def run_cells(
                 up.sparse_overrides = dict(cfg.params)
                 up.matrix_cell = (cell, cfg)
                 for scenario in scenarios:
-                    emit(f"scenario {scenario.name} cell {cell}")
                     results += run(scenario, up)
         except SandboxGap as exc:
             note = missing or str(exc)

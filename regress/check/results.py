@@ -23,6 +23,15 @@ NO_RESTORE = "no_restore_on_failure"
 CALLER_FINDINGS = frozenset({NO_REBUILD, NO_RESTORE})
 
 
+def stale_message(found: Any, at: str) -> str:
+    """The stale-state oracle's sentence for ``found`` (a :class:`regress.dsa.staleness.StaleField`)
+    seen at ``at``: what a fresh twin holds against the live object."""
+    return (
+        f"{found.field} is stale at {at}: a fresh {found.owner} prepared for {found.layout} holds "
+        f"{found.fresh}, the live one {found.live}"
+    )
+
+
 @dataclass
 class Step:
     """What one checked step saw."""

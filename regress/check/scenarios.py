@@ -250,7 +250,7 @@ def runner_guard(up: Upstream) -> list[ScenarioResult]:
     batch, q = 32, 4
     sandbox: Sandbox = up.sandbox
     try:
-        sandbox.real.add(name)
+        sandbox.add_real([name])
         runner = sandbox.load(name)
         for key, (value, why) in extra.items():
             if hasattr(runner, key):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regress.check.results import ScenarioResult, Step
+from regress.check.results import ScenarioResult, Step, stale_message
 from regress.check.stale_loop import caller_draft_loop
 from regress.check.status import ScenarioStatus
 from regress.check.steps import tree_prepare
@@ -109,8 +109,7 @@ def _forwards(live: Any, blueprint: Blueprint, batch: Batch, loop: Any) -> Itera
 def _violation(found: StaleField) -> Violation:
     fresh = f"; a fresh prepare writes it at {found.fresh_site}" if found.fresh_site else ""
     message = (
-        f"{found.field} is stale at {found.checkpoint}: a fresh {found.owner} prepared for "
-        f"{found.layout} holds {found.fresh}, the live one {found.live} "
+        f"{stale_message(found, found.checkpoint)} "
         f"(live last written at {found.live_site or 'no write seen'}{fresh})"
     )
     return Violation("stale_state", message, {**found.to_dict(), "step": found.checkpoint})
@@ -187,13 +186,13 @@ def _subclass(up: Upstream, found: Any) -> Subject | None:
     )
 
 
-def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> list[Subject]:
+def subjects(up: Upstream, unloadable: list[tuple[str, str]]) -> list[Subject]:
     """What is compared: the tree's DSA metadata, its dense base class and every DSA subclass.
 
     Subclasses are found as :mod:`regress.tree.maps` finds the DSA family (DeepSeek-V4's, in
     era C); their modules and the sibling modules they import run from source. A subclass the
-    sandbox cannot load goes to ``unloadable`` as ``(class, why)``, when given, instead of
-    raising: a gap for that class alone.
+    sandbox cannot load goes to ``unloadable`` as ``(class, why)`` instead of raising: a gap for
+    that class alone.
     """
     from regress.tree.source import DSA_METADATA_CLASS
 
@@ -209,8 +208,6 @@ def subjects(up: Upstream, unloadable: list[tuple[str, str]] | None = None) -> l
             try:
                 subject = _subclass(up, found)
             except Exception as exc:  # its module or params need what the sandbox lacks
-                if unloadable is None:
-                    raise
                 from regress.sandbox.blame import blame, describe
 
                 unloadable.append((found.name, describe(exc, blame(exc, up.plan.checkout))))

@@ -8,13 +8,9 @@ per scenario what was checked and the first finding, then everything the sandbox
 from __future__ import annotations
 
 from regress.check.catalog import SCENARIOS
-from regress.check.known import headline, markdown_lines
+from regress.check.known import headline, markdown_lines, md_cell
 from regress.check.report import CheckReport
 from regress.check.status import verdict_text
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _finding(result) -> str:
@@ -47,7 +43,7 @@ def markdown(report: CheckReport) -> str:
         f"Tree `{report.source}`, {era}, {report.seconds:.1f} s on a CPU.",
     ]
     if report.error:
-        out += ["", f"> {_cell(report.error)}"]
+        out += ["", f"> {md_cell(report.error)}"]
     loop = _draft_loop(report)
     callers = {s.name: s.caller for s in SCENARIOS}
     order = list(callers)
@@ -64,7 +60,7 @@ def markdown(report: CheckReport) -> str:
         out += ["", "| scenario | verdict | maps checked | first finding |", "|---|---|---|---|"]
         for r in report.results:
             maps = len(r.steps) or "-"
-            out.append(f"| `{r.name}` | {r.status} | {maps} | {_cell(_finding(r))} |")
+            out.append(f"| `{r.name}` | {r.status} | {maps} | {md_cell(_finding(r))} |")
     out += markdown_lines(report.known)
     out += _faked(report)
     return "\n".join(out) + "\n"
@@ -89,8 +85,8 @@ def _faked(report: CheckReport) -> list[str]:
         "| kind | name | used | instead |",
         "|---|---|---|---|",
     ]
-    out += [f"| {f.kind} | `{f.name}` | {f.count} | {_cell(f.detail)} |" for f in fakes]
+    out += [f"| {f.kind} | `{f.name}` | {f.count} | {md_cell(f.detail)} |" for f in fakes]
     if ledger.divergences:
         out += ["", "CPU/GPU divergences:", ""]
-        out += [f"- {_cell(d)}" for d in ledger.divergences]
+        out += [f"- {md_cell(d)}" for d in ledger.divergences]
     return [*out, "", "</details>"]

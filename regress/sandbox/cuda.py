@@ -24,6 +24,7 @@ The function mode that rewrites placement is per thread in torch: code run in an
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +35,9 @@ def _is_cuda(device: Any) -> bool:
     return device is not None and str(device).startswith("cuda")
 
 
+@functools.cache
 def _mode_class():
+    """The mode's class, built on first use (torch is imported then), once per process."""
     from torch.overrides import TorchFunctionMode
 
     class CudaOnCpu(TorchFunctionMode):

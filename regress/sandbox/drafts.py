@@ -257,19 +257,15 @@ class FakeDraftModel:
     Args:
         num_layers: MTP layers (the vanilla MTP worker runs each once per draft step).
         returns_pair: whether ``model(...)`` returns ``(hidden, hidden_to_save)`` (Eagle3).
+
+    Attributes (set by the scenario that drives it):
         on_forward: called with the attention metadata at every draft forward, before it returns.
         fail_at: the draft step (0-based forward) that raises :class:`DraftModelFailure` after
             ``on_forward``, or None.
     """
 
-    def __init__(
-        self,
-        *,
-        num_layers: int,
-        returns_pair: bool,
-        on_forward: Callable[[Any], None] = lambda md: None,
-    ) -> None:
-        self.on_forward = on_forward
+    def __init__(self, *, num_layers: int, returns_pair: bool) -> None:
+        self.on_forward: Callable[[Any], None] = lambda md: None
         self.embed = _weights(1, VOCAB, HIDDEN)
         self.w_hidden = _weights(2, HIDDEN, HIDDEN)
         self.lm_head = _weights(3, VOCAB, HIDDEN)

@@ -74,13 +74,11 @@ class EraPlan:
     Attributes:
         tree: the resolved tree (its era, module locations).
         real: dotted names executed from source.
-        dsa_module: the module defining ``DSAtrtllmAttentionMetadata``.
         runner_module: the layer-wise runner module, or None when the tree has none.
     """
 
     tree: SourceTree
     real: tuple[str, ...]
-    dsa_module: str
     runner_module: str | None
     fused_gates: tuple[FusedGate, ...] = ()
     caller_modules: tuple[str, ...] = ()
@@ -90,9 +88,9 @@ class EraPlan:
         return self.tree.package_dir.parent
 
     @property
-    def fused_by_default(self) -> bool | None:
-        """Whether upstream fuses the decode metadata with its gates unset (None: no gate)."""
-        return all(g.default_on for g in self.fused_gates) if self.fused_gates else None
+    def dsa_module(self) -> str:
+        """The module defining ``DSAtrtllmAttentionMetadata`` (the tree's own location of it)."""
+        return self.tree.dsa_metadata.module
 
     def session_env(self, fused: bool | None = None) -> SessionEnv:
         """The fused-metadata gates for one sandbox session: the one place they are set.
@@ -136,12 +134,11 @@ def plan_for(tree: SourceTree) -> EraPlan:
         if (tree.package_dir / rel).is_file() and dotted(rel) not in real:
             real.insert(0, dotted(rel))
     runner = tree.package_dir / RUNNER
-    gates = fused_gates(tree.package_dir / era.dsa_metadata)
+    gates = fused_gates(tree.dsa_metadata.file)
     callers = [dotted(f) for f in CALLER_FILES if (tree.package_dir / f).is_file()]
     return EraPlan(
         tree=tree,
         real=tuple(real),
-        dsa_module=dotted(era.dsa_metadata),
         runner_module=dotted(RUNNER) if runner.is_file() else None,
         fused_gates=gates,
         caller_modules=tuple(callers),

@@ -109,18 +109,17 @@ def cuda_present(ledger: Ledger, sm: int) -> Iterator[None]:
 class SandboxedTests:
     """The pytest plugin object of a run of upstream's tests (see the module docstring)."""
 
-    def __init__(self, tree: Any, settings: Settings | None = None) -> None:
+    def __init__(self, tree: Any) -> None:
         from regress.sandbox.shells import Sandbox
+        from regress.tree.source import module_name
 
-        self.settings = settings or Settings()
+        self.settings = Settings()
         self.plan = plan_for(tree)
         self.era = tree.era.name
         real = list(self.plan.real)
         package_init = tree.era.package_init
         if package_init:  # era B/C: the DSA package re-exports the metadata and its helpers
-            real.append(
-                "tensorrt_llm." + package_init.removesuffix("/__init__.py").replace("/", ".")
-            )
+            real.append(module_name(tree.package_dir, tree.package_dir / package_init))
         self.ledger = Ledger()
         self.sandbox = Sandbox(
             self.plan.checkout,

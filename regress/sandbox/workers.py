@@ -94,8 +94,7 @@ def catalog(up: Any) -> Catalog:
         return up.workers
     found = Catalog()
     sandbox = up.sandbox
-    for name in up.plan.caller_modules:
-        sandbox.real.add(name)
+    sandbox.add_real(up.plan.caller_modules)
     for name in up.plan.caller_modules:
         try:
             module = sandbox.load(name)

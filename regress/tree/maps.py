@@ -32,6 +32,7 @@ from typing import Any
 
 from regress.dsa.invariants import Violation, check_req_idx_map
 from regress.dsa.mapping import expected_req_idx_per_token
+from regress.tree.source import module_name
 
 #: Per-token maps: buffer name -> what reads it.
 TOKEN_MAPS = {
@@ -135,7 +136,7 @@ def dsa_family(package_dir: Path, sparse_dir: str, dsa_class: str) -> list[Metad
         maps = tuple(n for n in (*TOKEN_MAPS, *ROW_MAPS) if n in text)
         for name, bases in _CLASS.findall(text):
             if name == dsa_class or dsa_class in bases or ("Metadata" in name and maps):
-                module = _module(package_dir, file)
+                module = module_name(package_dir, file)
                 found.append(MetadataClass(name, module, file, maps))
     return found
 
@@ -160,8 +161,3 @@ def sibling_imports(file: Path) -> list[str]:
     """
     names = re.findall(r"^from \.(\w+) import", file.read_text(encoding="utf-8"), re.MULTILINE)
     return [n for n in names if (file.parent / f"{n}.py").is_file()]
-
-
-def _module(package_dir: Path, file: Path) -> str:
-    rel = file.relative_to(package_dir.parent).with_suffix("")
-    return ".".join(rel.parts)

@@ -81,7 +81,8 @@ class SourceTree:
         return (self.dsa_metadata.module, *self.reexported_from)
 
 
-def _module_name(package_dir: Path, file: Path) -> str:
+def module_name(package_dir: Path, file: Path) -> str:
+    """The dotted name that imports ``file`` of the tree whose package is ``package_dir``."""
     rel = file.relative_to(package_dir.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
@@ -166,7 +167,7 @@ def _locate_base(package_dir: Path, backends: str, stem: str, class_name: str) -
             f"{class_name} is not defined in {file}; this TensorRT-LLM tree has a layout regress "
             "does not know. Update regress.tree.eras.ERAS."
         )
-    return Location(_module_name(package_dir, file), file, class_name)
+    return Location(module_name(package_dir, file), file, class_name)
 
 
 def _locate_draft_loop(package_dir: Path) -> Location | None:
@@ -174,9 +175,9 @@ def _locate_draft_loop(package_dir: Path) -> Location | None:
     eagle3 = package_dir / _EAGLE3_FILE
     bases = _class_bases(mtp, "MTPEagleWorker")
     if bases is not None and "Eagle3OneModelWorker" not in bases:
-        return Location(_module_name(package_dir, mtp), mtp, "MTPEagleWorker.forward")
+        return Location(module_name(package_dir, mtp), mtp, "MTPEagleWorker.forward")
     if _defines_class(eagle3, "Eagle3OneModelWorker"):
-        return Location(_module_name(package_dir, eagle3), eagle3, "Eagle3OneModelWorker.forward")
+        return Location(module_name(package_dir, eagle3), eagle3, "Eagle3OneModelWorker.forward")
     return None
 
 
@@ -210,11 +211,11 @@ def resolve_source_tree(root: Path | str) -> SourceTree:
         if era.package_init is not None:
             init = package_dir / era.package_init
             if DSA_METADATA_CLASS in init.read_text(encoding="utf-8", errors="replace"):
-                reexports = (_module_name(package_dir, init),)
+                reexports = (module_name(package_dir, init),)
         return SourceTree(
             era=era,
             package_dir=package_dir,
-            dsa_metadata=Location(_module_name(package_dir, file), file, DSA_METADATA_CLASS),
+            dsa_metadata=Location(module_name(package_dir, file), file, DSA_METADATA_CLASS),
             attention_metadata=_locate_base(
                 package_dir, era.backends, "interface", ATTENTION_METADATA_CLASS
             ),

@@ -165,25 +165,27 @@ def _check(tree: Path, tmp_path: Path, *extra: str):
     return result, doc, md.read_text() if md.exists() else ""
 
 
+def _check_known(tmp_path: Path, text: str, plant: str | None = None):
+    """``_check`` of an era-C stale tree (``plant`` in it) with ``--known`` a file of ``text``."""
+    known = tmp_path / "known.txt"
+    known.write_text(text)
+    tree = build_stale_tree(tmp_path / "tree", "C", plant=plant)
+    return known, *_check(tree, tmp_path, "--known", str(known))
+
+
 def test_a_bad_line_is_exit_2_before_anything_runs(tmp_path, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("the check ran")
 
     monkeypatch.setattr(isolation, "run_check_isolated", never)
-    known = tmp_path / "known.txt"
-    known.write_text(KNOWN_INDPTR + "stale_state DSA block_table\n")
-    tree = build_stale_tree(tmp_path / "tree", "C")
-    result, doc, _ = _check(tree, tmp_path, "--known", str(known))
+    known, result, doc, _ = _check_known(tmp_path, KNOWN_INDPTR + "stale_state DSA block_table\n")
     assert result.exit_code == 2, result.output
     assert f"{known}:4: no (REASON)" in result.output
     assert doc is None
 
 
 def test_a_known_finding_passes_and_is_reported_known_everywhere(tmp_path):
-    known = tmp_path / "known.txt"
-    known.write_text(KNOWN_INDPTR)
-    tree = build_stale_tree(tmp_path / "tree", "C", plant="gen_indptr_not_refreshed")
-    result, doc, md = _check(tree, tmp_path, "--known", str(known))
+    known, result, doc, md = _check_known(tmp_path, KNOWN_INDPTR, "gen_indptr_not_refreshed")
     assert result.exit_code == 0, result.output
     assert f"known stale_state {DSA} gen_kv_indptr" in result.output
     assert f"known stale_state/{DSA}/verify_4x4" in result.output
@@ -197,10 +199,7 @@ def test_a_known_finding_passes_and_is_reported_known_everywhere(tmp_path):
 
 
 def test_a_finding_not_listed_still_fails_and_the_listed_line_is_fixed(tmp_path):
-    known = tmp_path / "known.txt"
-    known.write_text(KNOWN_INDPTR)
-    tree = build_stale_tree(tmp_path / "tree", "C", plant="host_mirror_not_updated")
-    result, doc, md = _check(tree, tmp_path, "--known", str(known))
+    known, result, doc, md = _check_known(tmp_path, KNOWN_INDPTR, "host_mirror_not_updated")
     assert result.exit_code == 1, result.output
     assert f"fixed stale_state {DSA} gen_kv_indptr: {known}:3 matches nothing now" in result.output
     assert doc["status"] == "fail" and doc["known"] == []
