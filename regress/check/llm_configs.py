@@ -22,6 +22,7 @@ what it needs, never a pass.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from pathlib import Path
@@ -31,7 +32,7 @@ from regress.check.results import ScenarioResult
 from regress.check.status import ScenarioStatus
 from regress.dsa.invariants import Violation
 from regress.sandbox.blame import blame, describe
-from regress.sandbox.drafts import LLM_ARGS, llm_args_module
+from regress.sandbox.llm_args import LLM_ARGS, llm_args_session
 
 NAME = "llm_configs"
 #: The arguments class ``LLM`` builds for the PyTorch backend (``llmapi/llm.py`` ``BaseLLM``).
@@ -50,17 +51,22 @@ def llm_configs(up: Any) -> list[ScenarioResult]:
     if not path.is_file():
         note = f"n/a: the tree has no {path.relative_to(up.plan.checkout)}"
         return [ScenarioResult(NAME, status=ScenarioStatus.SKIP, note=note)]
-    module, why = llm_args_module(up)
-    if module is None:
-        return [ScenarioResult(NAME, status=ScenarioStatus.GAP, note=_hint(why))]
-    args_cls = getattr(module, ARGS_CLASS, None)
-    if args_cls is None:
-        result = ScenarioResult(NAME)
-        message = f"{LLM_ARGS} defines no {ARGS_CLASS}: LLM cannot build its arguments"
-        result.add([Violation(REFUSED, message, {"field": ARGS_CLASS})], "loading llm_args")
-        return [result]
-    with tempfile.TemporaryDirectory(prefix="regress-llm-configs-") as root:
-        return [_one(up, module, args_cls, built, Path(root)) for built in integration_specs(root)]
+    with contextlib.ExitStack() as stack:
+        try:
+            module = stack.enter_context(llm_args_session(up))
+        except Exception as exc:  # upstream's module needs what the sandbox lacks
+            why = describe(exc, blame(exc, up.plan.checkout))
+            note = _hint(f"{LLM_ARGS} cannot load in the sandbox: {why}")
+            return [ScenarioResult(NAME, status=ScenarioStatus.GAP, note=note)]
+        args_cls = getattr(module, ARGS_CLASS, None)
+        if args_cls is None:
+            result = ScenarioResult(NAME)
+            message = f"{LLM_ARGS} defines no {ARGS_CLASS}: LLM cannot build its arguments"
+            result.add([Violation(REFUSED, message, {"field": ARGS_CLASS})], "loading llm_args")
+            return [result]
+        with tempfile.TemporaryDirectory(prefix="regress-llm-configs-") as root:
+            built = list(integration_specs(root))
+            return [_one(up, module, args_cls, b) for b in built]
 
 
 def _hint(why: str) -> str:
@@ -74,7 +80,7 @@ def _hint(why: str) -> str:
     )
 
 
-def _one(up: Any, module: Any, args_cls: type, built: Any, root: Path) -> ScenarioResult:
+def _one(up: Any, module: Any, args_cls: type, built: Any) -> ScenarioResult:
     from regress.trtllm.llm_config import to_llm_kwargs
 
     result = ScenarioResult(f"{NAME}/{built.test_id}")
@@ -82,7 +88,7 @@ def _one(up: Any, module: Any, args_cls: type, built: Any, root: Path) -> Scenar
     try:
         kwargs = to_llm_kwargs(built.spec, llmapi=module)
         _refuse_unknown(args_cls, kwargs)
-        build = getattr(args_cls, "from_kwargs", args_cls)
+        build, how = _constructor(args_cls)
         build(**_with_backend(args_cls, kwargs))
     except Exception as exc:  # judged below: a refusal, or a gap
         found = _refusals(exc, up.plan.checkout)
@@ -97,8 +103,16 @@ def _one(up: Any, module: Any, args_cls: type, built: Any, root: Path) -> Scenar
         result.note = f"refused by the tree's {LLM_ARGS}"
         return result
     shown = ", ".join(sorted(kwargs))
-    result.note = f"{ARGS_CLASS}.from_kwargs accepted {len(kwargs)} arguments: {shown}"
+    result.note = f"{how} accepted {len(kwargs)} arguments: {shown}"
     return result
+
+
+def _constructor(args_cls: type) -> tuple[Any, str]:
+    """``from_kwargs`` where the class has it (``LLM`` called it up to ~1.2), else the class."""
+    build = getattr(args_cls, "from_kwargs", None)
+    if build is not None:
+        return build, f"{args_cls.__name__}.from_kwargs"
+    return args_cls, f"{args_cls.__name__}(...)"
 
 
 def _refuse_unknown(args_cls: type, kwargs: dict[str, Any]) -> None:

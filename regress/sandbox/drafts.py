@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from regress.sandbox.llm_args import LLM_ARGS  # the module holding upstream's config classes
+
 #: Hidden size and vocabulary of the fake draft model: small, any size works.
 HIDDEN, VOCAB = 16, 64
 
@@ -58,8 +60,6 @@ SPEC_CONFIGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "DraftTargetOneModelWorker": (("DraftTargetDecodingConfig",), {"max_draft_len": "{k}"}),
 }
-#: The module holding upstream's config classes.
-LLM_ARGS = "tensorrt_llm.llmapi.llm_args"
 
 
 def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:

@@ -123,6 +123,16 @@ DRIFTS: dict[str, tuple[str, str]] = {
         "        if self.max_draft_len is None:\n",
         "        self.num_nextn_predict_layers = None\n        if True:\n",
     ),
+    # what upstream's own file does at import: mirror a compiled binding enum (its members) and use
+    # an enum of mapping.py as a field default; the sandbox answers both (regress.sandbox.llm_args)
+    "uses_bindings": (
+        "MOE_BACKENDS =",
+        "from ..bindings.executor import BatchingType as _BatchingType\n"
+        "from ..mapping import CpType\n\n"
+        "MIRRORED = sorted(_BatchingType.__members__)\n"
+        "DEFAULT_CP = CpType.ULYSSES\n\n"
+        "MOE_BACKENDS =",
+    ),
     # a third-party package the machine lacks (upstream's strenum, pydantic), imported at the top
     "needs_a_package": (
         "from pydantic import",

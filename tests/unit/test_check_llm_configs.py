@@ -103,6 +103,15 @@ def test_a_file_that_cannot_load_in_the_sandbox_is_a_gap_naming_what_it_needs(tm
     assert "mpi_rank" in results[0].note and "cannot load in the sandbox" in results[0].note
 
 
+def test_the_compiled_bindings_and_stubbed_enums_llm_args_uses_at_import_are_answered(tmp_path):
+    """Upstream's file mirrors binding enums and names ``CpType`` members at import time."""
+    report, results = _check(build_llm_args_tree(tmp_path, "uses_bindings"))
+    assert report.status == "pass", [r.note for r in results if r.status != "pass"][:1]
+    faked = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "value"}
+    assert "compiled binding" in faked["tensorrt_llm.bindings.executor.BatchingType"]
+    assert "(ULYSSES)" in faked["tensorrt_llm.mapping.CpType"]
+
+
 def test_a_missing_package_is_a_gap_that_says_what_to_install(tmp_path):
     report, results = _check(build_llm_args_tree(tmp_path, "needs_a_package"))
     assert [r.status for r in results] == ["gap"] and report.exit_code == 3
