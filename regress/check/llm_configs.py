@@ -7,11 +7,12 @@ configurations (:func:`regress.trtllm.integration.integration_specs`) on a CPU f
 :func:`regress.trtllm.llm_config.to_llm_kwargs` with that module as the ``llmapi`` namespace, then
 the arguments object ``LLM`` builds from them, so every upstream validator runs.
 
-What ``LLM`` does is mirrored from ``tensorrt_llm/llmapi/llm.py`` ``BaseLLM.__init__`` (stored
-versions read through the code index, e.g. the one with id 323158958): the PyTorch backend's
-arguments class is ``TorchLlmArgs``; a keyword that is not one of its ``model_fields`` is refused
-("got invalid argument"); then ``TorchLlmArgs.from_kwargs(...)``, which runs the pydantic model and
-its validators.
+What ``LLM`` does is mirrored from ``tensorrt_llm/llmapi/llm.py`` ``BaseLLM.__init__`` (stored id
+323158958, read through the code index): the PyTorch backend's arguments class is
+``TorchLlmArgs``; a keyword that is not one of its ``model_fields`` is refused ("got invalid
+argument"); then ``TorchLlmArgs.from_kwargs(...)``, which runs the pydantic model and its
+validators. ``llm_args.py`` @ 00043967 has no ``from_kwargs``: the class itself is called there.
+The module runs in a sandbox session of its own (:mod:`regress.sandbox.llm_args`).
 
 Verdicts: a refusal by upstream (a pydantic ``ValidationError``, an unknown keyword, a class the
 file no longer defines, a draft length the config does not keep, an exception raised in the tree's
@@ -108,7 +109,8 @@ def _one(up: Any, module: Any, args_cls: type, built: Any) -> ScenarioResult:
 
 
 def _constructor(args_cls: type) -> tuple[Any, str]:
-    """``from_kwargs`` where the class has it (``LLM`` called it up to ~1.2), else the class."""
+    """``from_kwargs`` where the class has it (``llm.py`` stored id 323158958 calls it), else the
+    class (``llm_args.py`` @ 00043967 defines none)."""
     build = getattr(args_cls, "from_kwargs", None)
     if build is not None:
         return build, f"{args_cls.__name__}.from_kwargs"
