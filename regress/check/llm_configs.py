@@ -86,6 +86,7 @@ def _one(up: Any, module: Any, args_cls: type, built: Any) -> ScenarioResult:
 
     result = ScenarioResult(f"{NAME}/{built.test_id}")
     Path(built.spec.model).mkdir(parents=True, exist_ok=True)  # the checkpoint's place
+    heard = len(_messages(module))
     try:
         kwargs = to_llm_kwargs(built.spec, llmapi=module)
         _refuse_unknown(args_cls, kwargs)
@@ -105,7 +106,21 @@ def _one(up: Any, module: Any, args_cls: type, built: Any) -> ScenarioResult:
         return result
     shown = ", ".join(sorted(kwargs))
     result.note = f"{how} accepted {len(kwargs)} arguments: {shown}"
+    if said := _deprecations(module, heard):
+        result.note += f"; upstream warned: {' | '.join(said)}"
     return result
+
+
+def _messages(module: Any) -> list[tuple[str, str]]:
+    """What upstream logged so far, where the session's logger keeps it (``RecordingLogger``)."""
+    return getattr(getattr(module, "logger", None), "messages", None) or []
+
+
+def _deprecations(module: Any, since: int) -> list[str]:
+    """Upstream's deprecation warnings about what this case passed: accepted today, refused by a
+    later release (``MTPDecodingConfig`` @ 00043967 on ``num_nextn_predict_layers``)."""
+    said = [text for _, text in _messages(module)[since:] if "deprecat" in text.lower()]
+    return list(dict.fromkeys(said))
 
 
 def _constructor(args_cls: type) -> tuple[Any, str]:

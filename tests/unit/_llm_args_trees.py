@@ -95,8 +95,8 @@ class TorchLlmArgs(StrictModel):
         return cls(**kwargs)
 '''
 
-#: One edit each (old text -> new text, every occurrence) of :data:`CLEAN`.
-DRIFTS: dict[str, tuple[str, str]] = {
+#: One edit each (old text -> new text, every occurrence) of :data:`CLEAN`, or a list of edits.
+DRIFTS: dict[str, tuple[str, str] | list[tuple[str, str]]] = {
     # a KvCacheConfig field renamed: every case that sets the KV manager passes the old name
     "renamed_field": ("    use_kv_cache_manager_v2:", "    kv_cache_manager_v2:"),
     # a validator that now refuses a value GLM-5.2's cases pass
@@ -133,6 +133,20 @@ DRIFTS: dict[str, tuple[str, str]] = {
         "DEFAULT_CP = CpType.ULYSSES\n\n"
         "MOE_BACKENDS =",
     ),
+    # a before-validator that still accepts the old spelling of K but warns it is going away
+    "deprecated_spelling": [
+        ("MOE_BACKENDS =", "from tensorrt_llm.logger import logger\n\nMOE_BACKENDS ="),
+        (
+            '    @model_validator(mode="after")\n    def _one_draft_len(self):',
+            '    @model_validator(mode="before")\n'
+            "    @classmethod\n"
+            "    def _warn_old_spelling(cls, data):\n"
+            '        if isinstance(data, dict) and "num_nextn_predict_layers" in data:\n'
+            '            logger.warning("num_nextn_predict_layers is deprecated: use max_draft_len")\n'
+            "        return data\n\n"
+            '    @model_validator(mode="after")\n    def _one_draft_len(self):',
+        ),
+    ],
     # a third-party package the machine lacks (upstream's strenum, pydantic), imported at the top
     "needs_a_package": (
         "from pydantic import",
@@ -150,9 +164,12 @@ def llm_args_text(drift: str | None = None) -> str:
     """:data:`CLEAN`, or it with the edit :data:`DRIFTS` names for ``drift``."""
     if drift is None:
         return CLEAN
-    old, new = DRIFTS[drift]
-    assert old in CLEAN, drift
-    return CLEAN.replace(old, new)
+    edits = DRIFTS[drift]
+    text = CLEAN
+    for old, new in edits if isinstance(edits, list) else [edits]:
+        assert old in text, drift
+        text = text.replace(old, new)
+    return text
 
 
 def build_llm_args_tree(root: Path, drift: str | None = None, *, with_file: bool = True) -> Path:

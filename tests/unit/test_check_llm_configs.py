@@ -112,6 +112,17 @@ def test_the_compiled_bindings_and_stubbed_enums_llm_args_uses_at_import_are_ans
     assert "(ULYSSES)" in faked["tensorrt_llm.mapping.CpType"]
 
 
+def test_a_deprecation_of_what_a_case_passes_is_named_and_passes(tmp_path):
+    report, results = _check(build_llm_args_tree(tmp_path, "deprecated_spelling"))
+    assert report.status == "pass"
+    warned = {r.name for r in results if "upstream warned: num_nextn_predict_layers" in r.note}
+    # upstream's DeepSeek-V3.2 test spells K num_nextn_predict_layers, GLM-5.2's max_draft_len; the
+    # checkpoint-free run names no spelling, and mtp_kwargs then prefers num_nextn_predict_layers
+    assert warned and all("TestDeepSeekV32::" in n or "test_trtllm_dummy" in n for n in warned)
+    assert any("test_trtllm_dummy" in n for n in warned)
+    assert not any("upstream warned" in r.note for r in results if "TestGLM52NVFP4::" in r.name)
+
+
 def test_a_missing_package_is_a_gap_that_says_what_to_install(tmp_path):
     report, results = _check(build_llm_args_tree(tmp_path, "needs_a_package"))
     assert [r.status for r in results] == ["gap"] and report.exit_code == 3
