@@ -120,6 +120,27 @@ def regress_side() -> Any:
     return torch._C.DisableTorchFunction()
 
 
+def on_executor_device(obj: Any) -> Any:
+    """``obj`` with its tensors where upstream's model executor keeps them: on the GPU in a
+    native session (unchanged on a CPU).
+
+    For the fakes that stand for the executor's side (the worker's inputs, the draft model, the
+    spec metadata): a real executor hands a worker GPU tensors, and upstream indexes one with
+    another, which needs both on one device. ``obj`` is a tensor (a copy is returned) or a fake
+    whose tensor attributes are moved in place (it is returned).
+    """
+    if not _native_sessions:
+        return obj
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.to("cuda")
+    for name, value in vars(obj).items():
+        if isinstance(value, torch.Tensor):
+            setattr(obj, name, value.to("cuda"))
+    return obj
+
+
 def device_mode(ledger: Ledger) -> Any:
     """The placement rewrite alone, for a thread that runs upstream code under :func:`cuda_on_cpu`.
 
