@@ -187,7 +187,7 @@ def test_kill_9_of_regress_check_ends_the_hanging_child_and_its_work_folder(tmp_
     The tree hangs for 120 s and the wait gives up after 30, so only the guardian can pass this."""
     started = tmp_path / "hanging"  # the tree's code is running: the child is past its start
     files = tree_files("B", "post")
-    files[DSA_B] += f"\nopen({str(started)!r}, 'w').close()\nwhile True: pass  # noqa: E701\n"
+    files[DSA_B] += f"\nopen({str(started)!r}, 'w').close()\n" + IMPORT_BREAKAGES["hang"]
     tree = write_files(tmp_path / "tree", files)
     argv = [sys.executable, "-m", "regress", "check", "--trtllm-src", str(tree), "--timeout", "120"]
     proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, start_new_session=True)
