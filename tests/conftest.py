@@ -10,25 +10,26 @@ import sys
 
 import pytest
 
-#: The files that take longest (seconds at ``-n 0``, benchmarks/suite.md), longest first. They
+#: The files that take longest (CPU seconds at ``-n 0``, benchmarks/suite.md; the order of its
+#: "Children and setup" section for the files that section measured), longest first. They
 #: run first so the xdist workers end together: one started last would keep a core idle while
 #: the other worker finishes it. A file missing here runs after them, in collection order.
 SLOW_FIRST = (
     "test_check_matrix.py",
-    "test_upstream_isolation.py",
-    "test_trend_demo.py",
     "test_demo_plants.py",
+    "test_upstream_isolation.py",
     "test_defect_verdicts.py",
     "test_upstream_cli.py",
-    "test_upstream_stale_state.py",
-    "test_draft_cache_defects.py",
-    "test_pytest_plugin.py",
-    "test_reference_engine.py",
     "test_demo.py",
+    "test_draft_cache_defects.py",
+    "test_defects.py",
+    "test_trend_demo.py",
+    "test_upstream_stale_state.py",
+    "test_reference_engine.py",
     "test_trend_detect.py",
     "test_bisect_session.py",
+    "test_pytest_plugin.py",
     "test_trend_defects.py",
-    "test_defects.py",
     "test_trend_cli.py",
     "test_upstream_pytest_sandbox.py",
     "test_check_known.py",

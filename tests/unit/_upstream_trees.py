@@ -30,7 +30,8 @@ IMPORT_BREAKAGES = {
     "raise_at_import": 'raise RuntimeError("needs the compiled extension")\n',
     "sys_exit": "import sys\n\nsys.exit(0)\n",
     "os_exit": "import os\n\nos._exit(0)\n",
-    "hang": "while True: pass  # noqa: E701\n",
+    # sleeps rather than spins: still a hang, without burning a core for the whole timeout
+    "hang": "import time\n\nwhile True: time.sleep(0.05)  # noqa: E701\n",
     "segfault": "import ctypes\n\nctypes.string_at(0)\n",  # compiled code crashing at import
 }
 #: Code put at the top of the DSA metadata's ``prepare()``: all but the last need what the

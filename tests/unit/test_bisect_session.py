@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -38,11 +39,20 @@ def snapshot(repo: Path) -> tuple[dict[str, str], dict[str, bytes]]:
     return meta, work
 
 
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """The 16-commit history (bug planted at 11) of ``repo``, written once for the module's
+    twenty tests: a copy of it costs a sixth of the CPU of writing it again (0.03 s, 0.19 s)."""
+    path = tmp_path_factory.mktemp("history") / "repo"
+    return path, regression_history(path, 16, 11)
+
+
 @pytest.fixture
-def repo(tmp_path):
+def repo(tmp_path, history):
     """A 16-commit history (bug planted at 11), checked out on a branch with local changes."""
     path = tmp_path / "repo"
-    shas = regression_history(path, 16, 11)
+    shutil.copytree(history[0], path, symlinks=True)
+    shas = list(history[1])
     git(["checkout", "-q", "-b", "feature", shas[5]], cwd=path)
     (path / "notes.txt").write_text("dirty, unstaged\n")
     (path / "staged.txt").write_text("staged\n")

@@ -49,11 +49,28 @@ def _probe(tmp_path, repo, plant, commit):
     )
 
 
+#: The probe's run on a history's first commit, by (that commit's tree, probe script, index
+#: share): every plant's history starts from the same first commit, so the plants one probe
+#: hunts share its run there (5 runs of a torch-importing probe instead of 8).
+_FIRST_RUNS: dict[tuple[str, str, bool], subprocess.CompletedProcess] = {}
+
+
+def _probe_first(tmp_path, repo, plant):
+    tree = subprocess.run(
+        ["git", "rev-parse", f"{repo.first}^{{tree}}"],
+        cwd=repo.path, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    key = (tree, plant.script, plant.defect == "index_share_rejected_branch")
+    if key not in _FIRST_RUNS:
+        _FIRST_RUNS[key] = _probe(tmp_path, repo.path, plant, repo.first)
+    return _FIRST_RUNS[key]
+
+
 @pytest.mark.parametrize("name", sorted(PLANTS))
 def test_each_plants_probe_tells_the_planted_commit_from_the_first(tmp_path, name):
     plant = PLANTS[name]
     repo = build_demo_repo(tmp_path / "repo", commits=8, seed=2, plants=[name])
-    good = _probe(tmp_path, repo.path, plant, repo.first)
+    good = _probe_first(tmp_path, repo, plant)
     bad = _probe(tmp_path, repo.path, plant, repo.planted[name])
     assert good.returncode == 0, good.stdout[-1500:] + good.stderr[-1500:]
     if plant.probe == "metric":

@@ -24,8 +24,11 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A small repository with stage lists, isolated from the outer run's xdist and GPUs."""
     write_project(pytester.path, LISTS)
     pytester.makeini("[pytest]\naddopts = -ra --strict-markers\nregress = true\n")
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS"):
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
         monkeypatch.delenv(name, raising=False)
+    # not the outer run's options; and no hypothesis plugin (the project has no hypothesis
+    # tests), whose import costs each xdist worker the runs start 0.5 CPU s
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # deterministic: no GPU, even on a GPU box
     return pytester
 
@@ -342,8 +345,8 @@ def junit_outcomes(path: Path) -> dict[str, str]:
 def test_xdist_workers_collect_and_select_identically(project):
     args = ["--test-list", "test-lists/l0_gpu.yml", "--waives", "test-lists/waives.txt"]
     args += ["--stage", "B200-4-Post-Merge"]  # everything under tests/gpu
-    serial = project.runpytest_subprocess(*args, "--junit-xml=serial.xml")
-    parallel = project.runpytest_subprocess(*args, "-n", "2", "--junit-xml=parallel.xml")
+    serial = project.runpytest_inprocess(*args, "--junit-xml=serial.xml")
+    parallel = project.runpytest_inprocess(*args, "-n", "2", "--junit-xml=parallel.xml")
     assert parallel.ret == serial.ret == pytest.ExitCode.OK
     assert "Different tests were collected" not in parallel.stdout.str()
     assert serial.parseoutcomes() == parallel.parseoutcomes() == {"passed": 1, "skipped": 4}
@@ -354,7 +357,7 @@ def test_xdist_workers_collect_and_select_identically(project):
 def test_xdist_reports_list_errors_too(project):
     lists = project.path / "test-lists" / "l0_cpu.yml"
     lists.write_text(lists.read_text().replace("test_top.py::test_one", "test_top.py::test_onee"))
-    result = project.runpytest_subprocess("--test-list", "test-lists/l0_cpu.yml", "-n", "2")
+    result = project.runpytest_inprocess("--test-list", "test-lists/l0_cpu.yml", "-n", "2")
     assert result.ret != pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         ["*'tests/test_top.py::test_onee TIMEOUT (2)' matches no collected test*"]
@@ -375,7 +378,7 @@ PIN_CONFTEST = """
 def test_each_xdist_worker_is_pinned_to_one_gpu_before_conftest_runs(project, monkeypatch, how):
     project.makeconftest(PIN_CONFTEST)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    result = project.runpytest_subprocess("tests/unit", "-n", "2", "--dist", "each", *how)
+    result = project.runpytest_inprocess("tests/unit", "-n", "2", "--dist", "each", *how)
     assert result.ret == pytest.ExitCode.OK
     seen = {p.name: p.read_text() for p in project.path.glob("seen-gw*.txt")}
     assert seen == {"seen-gw0.txt": "3", "seen-gw1.txt": "5"}
@@ -384,7 +387,7 @@ def test_each_xdist_worker_is_pinned_to_one_gpu_before_conftest_runs(project, mo
 def test_without_pinning_every_worker_sees_every_gpu(project, monkeypatch):
     project.makeconftest(PIN_CONFTEST)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    project.runpytest_subprocess("tests/unit", "-n", "2", "--dist", "each")
+    project.runpytest_inprocess("tests/unit", "-n", "2", "--dist", "each")
     seen = {p.name: p.read_text() for p in project.path.glob("seen-gw*.txt")}
     assert seen == {"seen-gw0.txt": "3,5", "seen-gw1.txt": "3,5"}
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from _upstream_trees import build_tree, tree_files
@@ -106,14 +104,12 @@ def test_bisect_over_a_generated_history_finds_the_fixing_commit(tmp_path):
         subjects.append("rebuild the map in on_update_kv_lens" if i == 5 else f"change {i}")
     repo = tmp_path / "trtllm"
     shas = write_history(repo, commits, subjects=subjects)
-    argv = [
-        sys.executable, "-c", "from regress.cli import main; main()", "bisect", "run",
-        "--repo", str(repo),
+    done = CliRunner().invoke(cli, [
+        "bisect", "run", "--repo", str(repo),
         "--good", shas[-1], "--bad", shas[0], "--find-fix", "--recipe", "trtllm-source",
         "--cache-dir", str(tmp_path / "cache"), "--json", "-", "-q",
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
+    ])  # fmt: skip
+    assert done.exit_code == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["culprit"]["sha"] == shas[5]
 

@@ -56,16 +56,29 @@ def _regress(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+#: Breakages that would end or hang the test process itself if ``regress check`` ever ran the
+#: tree in its own process: their checks run ``regress`` as a process. The others (an exception,
+#: ``sys.exit``) would only change the exit code, so their checks run in-process (CliRunner),
+#: with the check's child process all the same.
+ENDS_THE_PROCESS = frozenset({"os_exit", "hang", "segfault"})
+
+
 @pytest.mark.parametrize("how", IMPORT_BREAKAGES)
 def test_a_tree_that_cannot_load_is_a_gap_naming_its_file_and_line(tmp_path, how):
     """Pre-fix trees: an in-process check exited 1 (or 0 with no report, or never) on these."""
     tree = write_files(tmp_path / "tree", broken_files(how, "B", fix="pre"))
     out = tmp_path / "report.json"
-    done = _regress("check", "--trtllm-src", str(tree), "--json", str(out), "--timeout", "2")
-    assert done.returncode == 3, done.stderr
+    args = ("check", "--trtllm-src", str(tree), "--json", str(out), "--timeout", "2")
+    if how in ENDS_THE_PROCESS:
+        done = _regress(*args)
+        exit_code, stderr = done.returncode, done.stderr
+    else:
+        result = CliRunner().invoke(cli, list(args))
+        exit_code, stderr = result.exit_code, result.stderr
+    assert exit_code == 3, stderr
     line = f":{breakage_line(how, 'B', 'pre')}" if how != "nul_bytes" else ""  # no line for NUL
-    assert f"sparse/dsa/metadata.py{line}" in done.stderr
-    assert CAUSES[how] in done.stderr
+    assert f"sparse/dsa/metadata.py{line}" in stderr
+    assert CAUSES[how] in stderr
     doc = json.loads(out.read_text())  # a report even when the tree ended the process
     assert doc["status"] == "gap" and doc["exit_code"] == 3 and doc["era"] == "B"
 
@@ -187,7 +200,7 @@ def test_kill_9_of_regress_check_ends_the_hanging_child_and_its_work_folder(tmp_
     The tree hangs for 120 s and the wait gives up after 30, so only the guardian can pass this."""
     started = tmp_path / "hanging"  # the tree's code is running: the child is past its start
     files = tree_files("B", "post")
-    files[DSA_B] += f"\nopen({str(started)!r}, 'w').close()\nwhile True: pass  # noqa: E701\n"
+    files[DSA_B] += f"\nopen({str(started)!r}, 'w').close()\n" + IMPORT_BREAKAGES["hang"]
     tree = write_files(tmp_path / "tree", files)
     argv = [sys.executable, "-m", "regress", "check", "--trtllm-src", str(tree), "--timeout", "120"]
     proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -219,13 +232,12 @@ def test_bisect_steps_around_an_unloadable_commit_and_names_the_real_culprit(tmp
         commits.append(files)
         subjects.append("drop the map rebuild" if i == 8 else f"change {i}")
     shas = write_history(tmp_path / "trtllm", commits, subjects=subjects)
-    argv = [
-        sys.executable, "-m", "regress", "bisect", "run", "--repo", str(tmp_path / "trtllm"),
+    done = CliRunner().invoke(cli, [
+        "bisect", "run", "--repo", str(tmp_path / "trtllm"),
         "--good", shas[0], "--bad", shas[-1], "--recipe", "trtllm-source",
         "--cache-dir", str(tmp_path / "cache"), "--json", "-", "-q",
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
+    ])  # fmt: skip
+    assert done.exit_code == 0, done.stderr
     result = json.loads(done.stdout)
     steps = {s["position"]: s["judged"] for s in result["steps"]}
     assert steps.get(6) == ["skip"], steps  # the search did reach the unloadable commit

@@ -10,8 +10,11 @@ plus two tests that need what a CPU lacks. Each run is a subprocess: the sandbox
 from __future__ import annotations
 
 import functools
+import importlib.util
+import runpy
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from _upstream_trees import build_tree
@@ -78,8 +81,22 @@ def _run(pytester: pytest.Pytester, fix: str, *extra: str):
     test.parent.mkdir(parents=True)
     test.write_text(UPSTREAM_SHAPED)
     return pytester.runpytest_subprocess(
-        "-p", "regress.pytest_plugin", "--trtllm-src", str(tree), str(test), "-rfs", *extra
+        "-p", "regress.pytest_plugin", "--trtllm-src", str(tree), str(test), "-rfs",
+        "-p", "no:hypothesispytest",  # no hypothesis tests here: its import is 0.5 CPU s
+        *extra,
     )  # fmt: skip
+
+
+def _gpu_build_of_torch() -> bool:
+    """Whether the installed torch was built for CUDA or ROCm, read from its ``version.py``.
+
+    A CPU build (``cuda`` and ``hip`` both None) never has a CUDA runtime, so the answer needs no
+    ``import torch``; the file is run on its own, without the package around it.
+    """
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin, "torch is not installed"
+    built = runpy.run_path(str(Path(spec.origin).with_name("version.py")))
+    return bool(built.get("cuda") or built.get("hip"))
 
 
 @functools.cache
@@ -87,7 +104,10 @@ def _real_cuda() -> bool:
     """On a GPU box the stream test gets a real CUDA runtime, so it passes instead of being a gap.
 
     Asked in a child: torch imported into this worker beside pytester's runs crashed it in GC.
+    A CPU build of torch is not asked (a child importing torch costs 1.1 CPU s).
     """
+    if not _gpu_build_of_torch():
+        return False
     probe = "import torch; print(torch.cuda.is_available())"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return done.stdout.strip() == "True"

@@ -22,13 +22,30 @@ def _unexplained(report) -> dict[str, set[str]]:
     return out
 
 
+@pytest.fixture(scope="module")
+def stale_check(tmp_path_factory):
+    """``run_check(build_stale_tree(...), scenarios=["stale_state"])``, once per tree variant in
+    this module: several tests read the same run (the healthy era-C tree is three tests' run, two
+    planted trees two tests' each), and each run is 1.3-2.5 CPU s. The reports are only read."""
+    reports = {}
+
+    def check(era: str = "C", **variant):
+        key = (era, tuple(sorted(variant.items())))
+        if key not in reports:
+            tree = build_stale_tree(tmp_path_factory.mktemp("stale-tree"), era, **variant)
+            reports[key] = run_check(tree, scenarios=["stale_state"])
+        return reports[key]
+
+    return check
+
+
 def test_the_scenario_is_registered():
     assert "stale_state" in scenario_names()
 
 
 @pytest.mark.parametrize("era", ["B", "C"])
-def test_a_healthy_tree_passes_and_the_report_shows_it_looked(tmp_path, era):
-    report = run_check(build_stale_tree(tmp_path, era), scenarios=["stale_state"])
+def test_a_healthy_tree_passes_and_the_report_shows_it_looked(stale_check, era):
+    report = stale_check(era)
     assert report.exit_code == 0, report.lines()
     names = [r.name for r in report.results]
     assert {n.split("/")[1] for n in names} == {
@@ -44,8 +61,8 @@ def test_a_healthy_tree_passes_and_the_report_shows_it_looked(tmp_path, era):
 
 
 @pytest.mark.parametrize("era", ["B", "C"])
-def test_pre_fix_tree_is_caught_naming_the_map(tmp_path, era):
-    report = run_check(build_stale_tree(tmp_path, era, fix="pre"), scenarios=["stale_state"])
+def test_pre_fix_tree_is_caught_naming_the_map(stale_check, era):
+    report = stale_check(era, fix="pre")
     assert report.exit_code == 1
     found = _unexplained(report)
     assert "req_idx_per_token" in found
@@ -60,15 +77,14 @@ def test_pre_fix_tree_is_caught_naming_the_map(tmp_path, era):
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTED_FIELD))
-def test_each_planted_defect_is_named_by_its_field(tmp_path, plant):
-    report = run_check(build_stale_tree(tmp_path, "C", plant=plant), scenarios=["stale_state"])
+def test_each_planted_defect_is_named_by_its_field(stale_check, plant):
+    report = stale_check("C", plant=plant)
     assert report.exit_code == 1
     assert set(_unexplained(report)) == {PLANTED_FIELD[plant]}
 
 
-def test_the_forgotten_restore_is_found_at_the_restore(tmp_path):
-    tree = build_stale_tree(tmp_path, "C", plant="restore_forgets_seq_lens_cuda")
-    report = run_check(tree, scenarios=["stale_state"])
+def test_the_forgotten_restore_is_found_at_the_restore(stale_check):
+    report = stale_check("C", plant="restore_forgets_seq_lens_cuda")
     assert _unexplained(report)["_seq_lens_cuda"] == {"restore", "f2:restore"}
 
 
@@ -96,8 +112,8 @@ def test_it_runs_only_when_named(tmp_path):
 V4_CLASS = "DeepseekV4TrtllmAttentionMetadata"
 
 
-def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(tmp_path):
-    report = run_check(build_stale_tree(tmp_path, "C", v4=True), scenarios=["stale_state"])
+def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(stale_check):
+    report = stale_check("C", v4=True)
     assert report.exit_code == 0, report.lines()
     by_class = {}
     for r in report.results:
@@ -111,8 +127,8 @@ def test_deepseek_v4_metadata_is_compared_where_the_tree_has_it(tmp_path):
                 assert b.extra["fields_compared"] >= a.extra["fields_compared"] + 3, a.step
 
 
-def test_a_tree_without_deepseek_v4_compares_two_classes(tmp_path):
-    report = run_check(build_stale_tree(tmp_path, "C"), scenarios=["stale_state"])
+def test_a_tree_without_deepseek_v4_compares_two_classes(stale_check):
+    report = stale_check("C")
     assert not any("DeepseekV4" in r.name for r in report.results)
 
 
@@ -135,8 +151,8 @@ def _labels(report) -> list[str]:
     return [s.step for r in report.results for s in r.steps]
 
 
-def test_upstreams_worker_drives_the_loop_where_the_tree_has_one(tmp_path):
-    report = run_check(build_stale_tree(tmp_path, "C", workers=WORKER), scenarios=["stale_state"])
+def test_upstreams_worker_drives_the_loop_where_the_tree_has_one(stale_check):
+    report = stale_check("C", workers=WORKER)
     assert report.exit_code == 0, report.lines()
     assert all(
         "caller: upstream tensorrt_llm/_torch/speculative/eagle3.py" in r.note
@@ -155,32 +171,29 @@ def test_upstreams_worker_drives_the_loop_where_the_tree_has_one(tmp_path):
     assert not any("on_update#" in label for label in labels)  # between a change and its refresh
 
 
-def test_without_a_worker_regress_model_drives_it(tmp_path):
-    report = run_check(build_stale_tree(tmp_path, "C"), scenarios=["stale_state"])
+def test_without_a_worker_regress_model_drives_it(stale_check):
+    report = stale_check("C")
     assert all("caller: regress model" in r.note for r in report.results)
     assert "draft_step_0" in _labels(report)
 
 
 @pytest.mark.parametrize("era", ["B", "C"])
-def test_pre_fix_tree_is_caught_at_the_workers_own_call(tmp_path, era):
-    tree = build_stale_tree(tmp_path, era, fix="pre", workers=WORKER)
-    report = run_check(tree, scenarios=["stale_state"])
+def test_pre_fix_tree_is_caught_at_the_workers_own_call(stale_check, era):
+    report = stale_check(era, fix="pre", workers=WORKER)
     assert report.exit_code == 1
     found = _unexplained(report)
     assert "draft_step_0@update_for_spec_dec#1" in found["req_idx_per_token"]
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTED_FIELD))
-def test_each_plant_is_named_under_the_worker_too(tmp_path, plant):
-    tree = build_stale_tree(tmp_path, "C", plant=plant, workers=WORKER)
-    report = run_check(tree, scenarios=["stale_state"])
+def test_each_plant_is_named_under_the_worker_too(stale_check, plant):
+    report = stale_check("C", plant=plant, workers=WORKER)
     assert report.exit_code == 1, report.lines()
     assert set(_unexplained(report)) == {PLANTED_FIELD[plant]}
 
 
-def test_the_worker_drives_deepseek_v4_too(tmp_path):
-    tree = build_stale_tree(tmp_path, "C", plant="v4_ratio_not_refreshed", workers=WORKER)
-    report = run_check(tree, scenarios=["stale_state"])
+def test_the_worker_drives_deepseek_v4_too(stale_check):
+    report = stale_check("C", plant="v4_ratio_not_refreshed", workers=WORKER)
     found = _unexplained(report)
     assert set(found) == {PLANTED_FIELD["v4_ratio_not_refreshed"]}
     assert "draft_step_0@update_for_spec_dec#1" in found["compressed_kv_lens_cuda[4]"]
