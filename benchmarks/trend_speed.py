@@ -32,7 +32,7 @@ from regress.acceptance.report import Report
 from regress.trend.check import check_store
 from regress.trend.detect import DetectorConfig
 from regress.trend.store import TrendStore
-from regress.trend.synthetic import LEVEL, STEP, step_series
+from regress.trend.synthetic import STEP, step_series
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "acceptance" / "report_v1.json"

@@ -72,7 +72,7 @@ def test_help_works_without_torch(command):
     assert f"Usage: regress {command}" in done.stdout
 
 
-@pytest.mark.parametrize("command", [["accept"], ["demo"], ["defects"], ["trend", "check"]])
+@pytest.mark.parametrize("command", [["accept"], ["demo"], ["defects"], ["check"]])
 def test_commands_that_need_torch_say_an_install_that_works_from_here(command):
     done = regress_without_torch(*command)
     assert done.returncode == 3  # MissingDependencyError is an EngineError (errors.py)
