@@ -2,27 +2,24 @@
 
 The trend check is statistics over JSON files, so the nightly job that runs it must not need a
 multi-GB torch (issue 31 item 6). One child Python runs every command through click's CliRunner
-with a ``sitecustomize`` on its path that puts None into ``sys.modules["torch"]``, so any
-``import torch`` (at import time or inside a function, in the child or in a process it starts)
-raises ImportError as on a runner where regress was installed without the torch extra.
+with torch blocked (``_absent.without_torch_env``: any ``import torch``, at import time or inside
+a function, in the child or in a process it starts, raises ImportError).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _absent import without_torch_env
 from _trend_data import LEVEL, STEP, night, report, sha, step_series
 
 from regress.trend.store import TrendStore
 
 REPO = Path(__file__).resolve().parents[2]
-
-BLOCK_TORCH = 'import sys\nsys.modules["torch"] = None\n'
 
 DRIVER = """
 import json, sys
@@ -48,8 +45,6 @@ def _fill(path: Path, batch8: list[float]) -> Path:
 def without_torch(tmp_path_factory):
     """Every command below, run once in one child without torch: name -> its result."""
     tmp = tmp_path_factory.mktemp("no-torch")
-    (tmp / "site").mkdir()
-    (tmp / "site" / "sitecustomize.py").write_text(BLOCK_TORCH)
     quiet = _fill(tmp / "quiet", step_series(40, seed=2))
     stepped = _fill(tmp / "step", step_series(40, at=(25,), sizes=(-STEP,), seed=1))
     (tmp / "night.json").write_text(report({1: LEVEL, 8: LEVEL}).to_json())
@@ -61,15 +56,13 @@ def without_torch(tmp_path_factory):
         "markdown": ["trend", "check", "--store", str(stepped), "--markdown", "-"],
         "plot": ["trend", "plot", "--store", str(stepped), "-o", str(tmp / "trend.png")],
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp / "site"), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", DRIVER, json.dumps(list(commands.values()))],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=REPO,
-        env=env,
+        env=without_torch_env(tmp / "site"),
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -79,12 +72,11 @@ def without_torch(tmp_path_factory):
 
 def test_the_child_really_has_no_torch(tmp_path):
     # the blocker works: without it this whole file would prove nothing
-    (tmp_path / "sitecustomize.py").write_text(BLOCK_TORCH)
     done = subprocess.run(
         [sys.executable, "-c", "import torch"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env=without_torch_env(tmp_path),
         check=False,
     )
     assert done.returncode == 1 and "ModuleNotFoundError" in done.stderr
