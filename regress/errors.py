@@ -67,7 +67,6 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "no open regression",
         FAILED: "open regression",
         BAD_INPUT: "bad input",
-        UNFINISHED: "torch is not installed",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
     },
@@ -75,7 +74,8 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         OK: "success",
         FAILED: "failure (a contract violation, or new failures under `junit summary --fail-on-new`)",
         BAD_INPUT: "bad input (a rejected `/bot` comment or an invalid test list)",
-        UNFINISHED: "a needed module is not installed (torch for `defects`)",
+        UNFINISHED: "a needed module is not installed (torch for `defects`, matplotlib for "
+        "`trend plot`)",
         INTERRUPTED: "interrupted",
         TERMINATED: "terminated (SIGTERM)",
     },

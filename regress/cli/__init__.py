@@ -75,7 +75,6 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "accept": ("torch", "torch"),
     "defects": ("torch", "torch"),
     "check": ("torch", "torch"),
-    "trend": ("torch", "torch"),
 }
 
 

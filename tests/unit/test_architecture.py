@@ -31,6 +31,8 @@ BISECT_MAY_IMPORT = {
 CLI_IMPORTERS = {"regress.__main__"}
 #: ``regress check``'s packages, lowest first: each imports only the ones before it.
 CHECK_LAYERS = ("regress.tree", "regress.sandbox", "regress.check")
+#: Packages a CI runner without the torch extra runs (``regress trend``, ``regress bisect``).
+NO_ARRAY_LIBRARY = ("regress.trend", "regress.bisect")
 
 
 def _module_name(path: Path) -> str:
@@ -243,3 +245,13 @@ def test_only_the_listed_modules_start_a_cli_module_by_name():
                 found.setdefault(name, set()).add(node.value)
     assert {n: sorted(v) for n, v in found.items() if n not in CLI_BY_NAME} == {}
     assert all(v == {"regress.cli.child"} for n, v in found.items()), found
+
+
+def test_trend_and_bisect_import_no_array_library(graph):
+    # not even lazily: the nightly trend check and a bisect run where torch is not installed
+    heavy = {
+        module: sorted(i for i in imports if i.split(".")[0] in ("torch", "numpy"))
+        for module, imports in graph.items()
+        if _component(module) in NO_ARRAY_LIBRARY
+    }
+    assert {m: i for m, i in heavy.items() if i} == {}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _absent import without_torch_env
+
+from regress.bisect.synthetic import regression_history
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = REPO / "tests" / "data" / "testlists" / "good"
@@ -72,7 +76,78 @@ def test_help_works_without_torch(command):
     assert f"Usage: regress {command}" in done.stdout
 
 
-@pytest.mark.parametrize("command", [["accept"], ["demo"], ["defects"], ["trend", "check"]])
+# Every command's and subcommand's --help, walked from the group (none is missed as one is added).
+EVERY_HELP = """
+import json, sys
+import click
+from click.testing import CliRunner
+from regress.cli import cli
+
+def paths(group, prefix):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        yield [*prefix, name]
+        command = group.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            yield from paths(command, [*prefix, name])
+
+checked, failed = 0, {}
+for path in [[], *paths(cli, [])]:
+    result = CliRunner().invoke(cli, [*path, "--help"], prog_name="regress")
+    checked += 1
+    if result.exit_code != 0 or " ".join(["Usage: regress", *path]) not in result.output:
+        failed[" ".join(path)] = result.output[-300:]
+loaded = {m.partition(".")[0] for m, v in sys.modules.items() if v is not None}
+print(json.dumps({"checked": checked, "failed": failed, "torch_loaded": "torch" in loaded}))
+"""
+
+
+def test_the_help_of_every_command_and_subcommand_works_without_torch(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", EVERY_HELP],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=without_torch_env(tmp_path),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["failed"] == {}
+    assert not doc["torch_loaded"]
+    assert doc["checked"] > 20  # the subcommands of bisect, trend, junit... were walked too
+
+
+def test_bisect_runs_without_torch_in_it_or_in_what_it_starts(tmp_path):
+    # a shell probe needs no torch, so neither may the bisect, its guardian or its status
+    shas = regression_history(tmp_path / "repo", 10, 6)
+    (tmp_path / "probe.sh").write_text('grep -q "BUG = True" app.py && exit 1\nexit 0\n')
+    where = ["--repo", str(tmp_path / "repo"), "--cache-dir", str(tmp_path / "cache")]
+    env = without_torch_env(tmp_path / "site")
+
+    def bisect(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "regress", "bisect", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env=env,
+            check=False,
+        )
+
+    done = bisect("run", *where, "--good", shas[0], "--", "sh", str(tmp_path / "probe.sh"))
+    assert done.returncode == 0, done.stderr
+    assert f"first bad commit: {shas[6]}" in done.stdout
+    for sub in ("status", "log"):
+        done = bisect(sub, *where)
+        assert done.returncode == 0, done.stderr
+        assert shas[6][:12] in done.stdout
+    assert "torch" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["accept"], ["demo"], ["defects"], ["check"]])
 def test_commands_that_need_torch_say_an_install_that_works_from_here(command):
     done = regress_without_torch(*command)
     assert done.returncode == 3  # MissingDependencyError is an EngineError (errors.py)

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 from _trend_data import LEVEL, STEP, step_series
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from regress.trend.detect import MIN_CHANGE, DetectorConfig, detect, open_regressions, split_points
+from regress.trend.detect import (
+    MIN_CHANGE,
+    DetectorConfig,
+    _best_split,
+    _distances,
+    _energy,
+    _p_value,
+    detect,
+    open_regressions,
+    split_points,
+)
 
 
 @pytest.mark.parametrize("sigma", [0.05, 0.1, 0.3])
@@ -139,3 +150,58 @@ def test_units_do_not_matter(scale, shift, seed):
     a = [c.index for c in detect(series, config=DetectorConfig(min_change=0))]
     b = [c.index for c in detect(moved, config=DetectorConfig(min_change=0))]
     assert a == b
+
+
+def _energy_by_definition(xs: list[float], min_size: int) -> list[Fraction]:
+    """Matteson and James's Q(tau), alpha = 1, in exact arithmetic, pair by pair."""
+    x = [Fraction(v) for v in xs]
+    n, out = len(x), []
+    for m in range(min_size, n - min_size + 1):
+        k, a, b = n - m, x[:m], x[m:]
+        cross = sum(abs(p - q) for p in a for q in b)
+        within_a = sum(abs(p - q) for i, p in enumerate(a) for q in a[i + 1 :])
+        within_b = sum(abs(p - q) for i, p in enumerate(b) for q in b[i + 1 :])
+        e = 2 * cross / (m * k) - within_a / Fraction(m * (m - 1), 2)
+        out.append(Fraction(m * k, n) * (e - within_b / Fraction(k * (k - 1), 2)))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    xs=st.lists(
+        st.sampled_from([0.1, 0.1, -0.3]) | st.floats(-10, 10, allow_subnormal=False),
+        min_size=4,
+        max_size=24,
+    ),
+    min_size=st.integers(2, 3),
+)
+@example(xs=[0.1] * 12, min_size=3)  # twelve 0.1s do not sum to 12 * 0.1 in floating point
+def test_the_energy_statistic_is_the_papers(xs, min_size):
+    # The statistic is computed from sorted running sums (no torch, no numpy): it must be the
+    # definition's, and exactly 0 where the points are all equal (ties add nothing, not noise).
+    if len(xs) < 2 * min_size:
+        return
+    exact = _energy_by_definition(xs, min_size)
+    got = _energy(xs, _distances(xs), min_size)
+    # rounding is relative to the statistic's size, or to the values' where every Q is ~0
+    tolerance = Fraction(max(abs(q) for q in exact) + max(abs(v) for v in xs)) / 10**9
+    assert len(got) == len(exact)
+    assert all(abs(Fraction(g) - q) <= tolerance for g, q in zip(got, exact, strict=True))
+    if len(set(xs)) == 1:
+        assert got == [0.0] * len(exact)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.floats(0, 0.3))
+def test_stopping_the_permutations_early_never_changes_a_decision(seed, size):
+    # _p_value stops once enough permuted maxima reach the statistic that p must exceed alpha;
+    # counting all of them (alpha so large it never stops) must give the same decision and,
+    # when significant, the same p-value. 19 permutations and alpha 0.2 put many series on the
+    # edge (3 or 4 of 19 permutations as large).
+    x = step_series(24, at=(12,), sizes=(-size,), sigma=1.0, seed=seed)
+    _, q = _best_split(x, 0, len(x), 3)
+    config = DetectorConfig(permutations=19, alpha=0.2)
+    everything = DetectorConfig(permutations=19, alpha=0.9999)
+    early = _p_value(x, [(0, len(x))], q, config, random.Random(seed))
+    full = _p_value(x, [(0, len(x))], q, everything, random.Random(seed)) or 1.0
+    assert early == (full if full <= config.alpha else None)
