@@ -17,6 +17,9 @@ EXTRAS = {
     "torch": "torch==2.13.0",
     "plot": "matplotlib",
     "trtllm": "tensorrt_llm",
+    # What `regress check` runs for real: upstream's Triton kernels (numpy for the interpreter) and
+    # upstream's llm_args.py (pydantic, strenum).
+    "check": "triton numpy pydantic StrEnum",
 }
 
 

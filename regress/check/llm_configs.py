@@ -32,6 +32,7 @@ from typing import Any
 from regress.check.results import ScenarioResult
 from regress.check.status import ScenarioStatus
 from regress.dsa.invariants import Violation
+from regress.install import install_hint
 from regress.sandbox.blame import blame, describe
 from regress.sandbox.llm_args import LLM_ARGS, llm_args_session
 
@@ -76,8 +77,8 @@ def _hint(why: str) -> str:
     if missing is None or missing.group(1).split(".")[0] == "tensorrt_llm":
         return why
     return (
-        f"{why}. Install the packages llm_args.py imports (pip install 'trtllm-regress[check]' "
-        "brings pydantic and strenum), then run the check again"
+        f"{why}. Install the packages llm_args.py imports ({install_hint('check')}), "
+        "then run the check again"
     )
 
 

@@ -40,14 +40,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from regress.install import install_hint
 from regress.sandbox import Ledger, SandboxGap
 
 #: Packages the sandbox runs for real when installed.
 RUNNABLE = ("triton",)
 #: What a gap caused by a missing package asks the reader to do.
 INSTALL_HINT = {
-    "triton": "Install triton beside torch (pip install triton, or pip install 'trtllm-regress[check]'),"
-    " then run the check again."
+    "triton": f"Install triton beside torch ({install_hint('check')}), then run the check again."
 }
 #: Why the session sets the environment the real packages need, interpreted (tensors on the CPU)
 #: and native (on a GPU).

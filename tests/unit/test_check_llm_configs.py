@@ -8,6 +8,7 @@ from _llm_args_trees import build_llm_args_tree
 from regress.check.catalog import SCENARIOS
 from regress.check.check import run_check
 from regress.check.llm_configs import NAME, REFUSED
+from regress.install import install_hint
 from regress.trtllm.integration import integration_specs
 
 
@@ -127,7 +128,7 @@ def test_a_missing_package_is_a_gap_that_says_what_to_install(tmp_path):
     report, results = _check(build_llm_args_tree(tmp_path, "needs_a_package"))
     assert [r.status for r in results] == ["gap"] and report.exit_code == 3
     assert "No module named 'regress_test_absent_package'" in results[0].note
-    assert "pip install 'trtllm-regress[check]'" in results[0].note
+    assert install_hint("check") in results[0].note
 
 
 def test_a_tree_without_the_file_is_not_applicable(tmp_path):
