@@ -184,6 +184,7 @@ class Sandbox:
         self._saved_env: dict[str, str | None] = {}
         self._cuda = None
         self._stack: contextlib.ExitStack | None = None
+        self._counting = False  # real Triton launches counted in the ledger
 
     def _real_spec(self, fullname: str, base: Path) -> importlib.machinery.ModuleSpec | None:
         """A module executed from its file; a package (its ``__init__``, re-exports) likewise."""
@@ -289,8 +290,7 @@ class Sandbox:
         if "triton" in self.packages.real:
             if self.packages.interpret:
                 self._stack.enter_context(packages.interpreted_triton())
-            launches = packages.kernel_launches(self.ledger, self.packages.interpret)
-            self._stack.enter_context(launches)
+            self._count_launches(self.real)
         self._cuda = cuda_on_cpu(self.ledger)
         self._cuda.__enter__()
         return self
@@ -316,6 +316,7 @@ class Sandbox:
             if self._stack is not None:
                 self._stack.close()
                 self._stack = None
+                self._counting = False
         finally:
             if self._finder in sys.meta_path:
                 sys.meta_path.remove(self._finder)
@@ -330,9 +331,32 @@ class Sandbox:
                     os.environ[key] = old
             self._saved_env.clear()
 
+    def _count_launches(self, modules: Iterable[str]) -> None:
+        """Count real Triton launches (:func:`packages.kernel_launches`) from now on, once
+        triton is loaded or one of ``modules`` may load it.
+
+        Counting needs triton's runtime imported (~0.4 s), which a tree none of whose real
+        modules mentions triton never launches a kernel from: its check does without.
+        """
+        if self._counting or self._stack is None or "triton" not in self.packages.real:
+            return
+        if "triton" not in sys.modules and not any(map(self._mentions_triton, modules)):
+            return
+        self._counting = True
+        self._stack.enter_context(packages.kernel_launches(self.ledger, self.packages.interpret))
+
+    def _mentions_triton(self, name: str) -> bool:
+        base = self.checkout / Path(*name.split("."))
+        for file in (base.with_suffix(".py"), base / "__init__.py"):
+            with contextlib.suppress(OSError):
+                return b"triton" in file.read_bytes()
+        return False
+
     def add_real(self, modules: Iterable[str]) -> None:
         """Execute these modules from source too (a scenario that needs one more real class)."""
+        modules = [m for m in modules if m not in self.real]
         self.real.update(modules)
+        self._count_launches(modules)
 
     def load(self, module: str) -> types.ModuleType:
         """Import ``module`` inside the sandbox; an import-time gap names the missing piece."""
