@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,36 +66,68 @@ def check_executable(word: str, option: str, env_path: str | None = None) -> Non
         )
 
 
-def check_repo_path(repo: str | os.PathLike[str]) -> None:
-    """Refuse a repository the bisect cannot clone or has nothing to bisect in."""
+@dataclass(frozen=True)
+class RepoPlace:
+    """What one ``git rev-parse`` says about a ``--repo`` folder (both checks below need it).
+
+    Attributes:
+        path: the folder, absolute.
+        is_repo: inside a repository (a work tree or a bare one).
+        top: the work tree's top folder, or None (not a work tree).
+    """
+
+    path: Path
+    is_repo: bool
+    top: Path | None
+
+
+def locate(repo: str | os.PathLike[str]) -> RepoPlace | None:
+    """Where ``repo`` is, from one ``git rev-parse``; None when it is not a folder."""
+    path = Path(os.path.abspath(os.fspath(repo)))
+    if not path.is_dir():
+        return None
+    found = git(["rev-parse", "--is-inside-work-tree", "--show-toplevel"], cwd=path, check=False)
+    # a work tree: "true" and its top, exit 0; a bare repository: "false", then an error
+    lines = found.stdout.splitlines()
+    top = Path(lines[1]) if found.returncode == 0 and len(lines) > 1 else None
+    return RepoPlace(path, bool(lines), top)
+
+
+def check_repo_path(repo: str | os.PathLike[str], place: RepoPlace | None = None) -> None:
+    """Refuse a repository the bisect cannot clone or has nothing to bisect in (``place``:
+    :func:`locate`'s answer, asked here when not given)."""
     resolved = os.path.abspath(os.fspath(repo))
     if "\n" in resolved or "\r" in resolved:
         raise UsageError(
             f"--repo {resolved!r}: the path holds a line break, which git cannot record for the "
             "private clones (objects/info/alternates is one path per line); rename the folder"
         )
-    if not Path(resolved).is_dir():
-        return  # open_repo says what is wrong with it
-    inside = git(["rev-parse", "--is-inside-work-tree"], cwd=Path(resolved), check=False)
-    if inside.returncode != 0:
-        return  # not a repository: open_repo's message
-    head = git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=Path(resolved), check=False)
-    if head.returncode != 0 and not git(["rev-list", "-n1", "--all"], cwd=Path(resolved)).stdout:
+    place = place or locate(resolved)
+    if place is None or not place.is_repo:
+        return  # not a folder, not a repository: open_repo says what is wrong with it
+    head = git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=place.path, check=False)
+    if head.returncode != 0 and not git(["rev-list", "-n1", "--all"], cwd=place.path).stdout:
         raise UsageError(
             f"--repo {resolved}: the repository has no commits yet, so there is nothing to "
             "bisect; commit the history first or point --repo at another checkout"
         )
 
 
-def check_recipe_repo(recipe: object | None, repo: str | os.PathLike[str], revisions) -> None:
+def check_recipe_repo(
+    recipe: object | None,
+    repo: str | os.PathLike[str],
+    revisions,
+    place: RepoPlace | None = None,
+) -> None:
     """Let a recipe that knows its trees (an optional ``check_repo(path, revisions)``) refuse a
-    repository it cannot build, before the endpoint runs would all be skips."""
+    repository it cannot build, before the endpoint runs would all be skips (``place``:
+    :func:`locate`'s answer, asked here when not given)."""
     check = getattr(recipe, "check_repo", None)
-    if check is None or not Path(repo).is_dir():
+    if check is None:
         return
-    inside = git(["rev-parse", "--show-toplevel"], cwd=Path(repo), check=False)
-    if inside.returncode == 0:
-        check(Path(inside.stdout.strip()), list(revisions))
+    place = place or locate(repo)
+    if place is not None and place.top is not None:
+        check(place.top, list(revisions))
 
 
 def preflight(
@@ -112,8 +145,9 @@ def preflight(
     Behind a ``--launcher`` the probe runs elsewhere (another node's ``PATH``), so only the
     launcher itself is looked up here.
     """
-    check_repo_path(repo)
-    check_recipe_repo(recipe, repo, revisions)
+    place = locate(repo)  # one git call for both checks
+    check_repo_path(repo, place)
+    check_recipe_repo(recipe, repo, revisions, place)
     check_metric_path(metric)
     path = (env or {}).get("PATH")
     if launcher:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from regress.check.caller import DraftSettings
@@ -60,35 +61,49 @@ _FUSED_DEF = re.compile(r"^def fused_\w*decode\w*\(", re.M)
 _TRITON_IMPORT = re.compile(r"^\s*(import triton|from triton\b)", re.M)
 
 
-def triton_missing(plan: Any, cell: Cell) -> str:
-    """Why ``cell`` cannot run here ('' when it can): its fused path imports Triton, absent."""
-    if not cell.on("fused"):
-        return ""
+@dataclass(frozen=True)
+class KernelFiles:
+    """The fused path's files beside the DSA module, read once per check (every cell asks).
+
+    Attributes:
+        fused: modules defining a fused decode-metadata kernel (``def fused_dsa_decode_metadata``:
+            ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later ``kernels.py`` @ 25dc9ac1),
+            executed from source in a ``fused=on`` cell, never stubbed.
+        triton: the file names among them importing triton.
+    """
+
+    fused: tuple[str, ...]
+    triton: tuple[str, ...]
+
+
+def kernel_files(plan: Any) -> KernelFiles:
+    """Read the DSA module's folder once for :class:`KernelFiles`."""
     dsa_dir = plan.tree.dsa_metadata.file.parent
-    needs = [
-        p.name
-        for p in sorted(dsa_dir.glob("*.py"))
-        if _TRITON_IMPORT.search(p.read_text(errors="replace"))
-    ]
-    if not needs or installed("triton"):
-        return ""
-    return (
-        f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
-        f"({', '.join(needs)} imports triton), which is not installed: pip install triton"
-    )
+    package = plan.dsa_module.rsplit(".", 1)[0]
+    fused, triton = [], []
+    for p in sorted(dsa_dir.glob("*.py")):
+        text = p.read_text(errors="replace")
+        if _FUSED_DEF.search(text):
+            fused.append(f"{package}.{p.stem}")
+        if _TRITON_IMPORT.search(text):
+            triton.append(p.name)
+    return KernelFiles(tuple(fused), tuple(triton))
 
 
 def fused_modules(plan: Any) -> list[str]:
     """The modules beside the DSA module defining a fused decode-metadata kernel
-    (``def fused_dsa_decode_metadata``: ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later
-    ``kernels.py`` @ 25dc9ac1): executed from source in a ``fused=on`` cell, never stubbed."""
-    dsa_dir = plan.tree.dsa_metadata.file.parent
-    package = plan.dsa_module.rsplit(".", 1)[0]
-    return [
-        f"{package}.{p.stem}"
-        for p in sorted(dsa_dir.glob("*.py"))
-        if _FUSED_DEF.search(p.read_text(errors="replace"))
-    ]
+    (:attr:`KernelFiles.fused`)."""
+    return list(kernel_files(plan).fused)
+
+
+def triton_missing(kernels: KernelFiles, cell: Cell) -> str:
+    """Why ``cell`` cannot run here ('' when it can): its fused path imports Triton, absent."""
+    if not cell.on("fused") or not kernels.triton or installed("triton"):
+        return ""
+    return (
+        f"cell {cell}: the fused decode-metadata path runs upstream's Triton kernel "
+        f"({', '.join(kernels.triton)} imports triton), which is not installed: pip install triton"
+    )
 
 
 def _tag(found: list[Violation], cell: Cell) -> list[Violation]:
@@ -157,8 +172,11 @@ def _oracle(
 
 
 @contextmanager
-def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> Iterator[Any]:
-    """A fresh sandbox for one cell: the plan's env with the cell's gate, the cell's SM."""
+def cell_sandbox(
+    plan: Any, cfg: CellSettings, settings: Any, ledger: Any, kernels: KernelFiles | None = None
+) -> Iterator[Any]:
+    """A fresh sandbox for one cell: the plan's env with the cell's gate, the cell's SM
+    (``kernels``: the plan's :func:`kernel_files`, read here when not given)."""
     import dataclasses
 
     from regress.sandbox.eras import all_values
@@ -170,7 +188,11 @@ def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> It
         name: f"the matrix cell's fused axis sets it to {value}" for name, value in cfg.env.items()
     }
     env = SessionEnv({**base, **cfg.env}, {**base.why, **why})
-    real = list(dict.fromkeys([*fused_modules(plan), *plan.real])) if cfg.fused else plan.real
+    if cfg.fused:
+        fused = (kernels or kernel_files(plan)).fused
+        real = list(dict.fromkeys([*fused, *plan.real]))
+    else:
+        real = plan.real
     with Sandbox(
         plan.checkout,
         real,
@@ -202,14 +224,15 @@ def run_cells(
     from regress.sandbox.blame import blame, describe
 
     out: list[ScenarioResult] = []
+    kernels = kernel_files(plan)
     for cell in cells:
         cfg = settings_for(cell, plan.fused_gates)
         results: list[ScenarioResult] = []
-        missing = triton_missing(plan, cell)
+        missing = triton_missing(kernels, cell)
         try:
             if missing:
                 raise SandboxGap(missing)
-            with cell_sandbox(plan, cfg, settings, ledger) as sandbox:
+            with cell_sandbox(plan, cfg, settings, ledger, kernels) as sandbox:
                 up = load(sandbox, plan, ledger)
                 up.sparse_overrides = dict(cfg.params)
                 up.matrix_cell = (cell, cfg)

@@ -26,6 +26,7 @@ need a real rebuild; the recipe warns when the range has any.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -193,6 +194,32 @@ class TrtllmRecipe:
         return native_warning(touching)
 
 
+def known_digest(path: Path) -> str:
+    """The sha256 of the known-findings file at ``path``, once it parsed (a bad line raises
+    :class:`~regress.check.known.KnownFileError`: exit 2 before any probe).
+
+    One bisect builds its recipe more than once (the config's validation, the preflight, the
+    plan), so each version of a file is parsed once per process.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        from regress.check.known import load_known
+
+        load_known(path)  # raises KnownFileError, naming why the file cannot be read
+        raise
+    return _parsed_known(path, data)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_known(path: Path, data: bytes) -> str:
+    from regress.check.catalog import scenario_names
+    from regress.check.known import load_known
+
+    load_known(path, scenario_names())
+    return hashlib.sha256(data).hexdigest()
+
+
 class SourceRecipe:
     """No build, no binaries; the default probe is ``regress check`` in the worktree.
 
@@ -209,13 +236,7 @@ class SourceRecipe:
     def __init__(self, python: str = sys.executable, known: str | Path | None = None) -> None:
         self.python = python
         self.known = Path(known).resolve() if known else None
-        self._known_sha = ""
-        if self.known is not None:
-            from regress.check.catalog import scenario_names
-            from regress.check.known import load_known
-
-            load_known(self.known, scenario_names())
-            self._known_sha = hashlib.sha256(self.known.read_bytes()).hexdigest()
+        self._known_sha = known_digest(self.known) if self.known is not None else ""
 
     def build_command(self) -> None:
         return None

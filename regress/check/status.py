@@ -12,11 +12,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from regress.bisect.causes import SKIP_EXIT_CODE
 from regress.errors import BAD_INPUT, FAILED, OK, UNFINISHED
 
-#: git bisect's codes for a good and a bad commit (``git help bisect``, "bisect run").
-BISECT_GOOD, BISECT_BAD = 0, 1
+#: git bisect's codes for a good, a bad and an untestable commit (``git help bisect``, "bisect
+#: run"); the skip is ``regress.bisect.causes.SKIP_EXIT_CODE`` too, not imported from there:
+#: that package's import (~0.15 s) would be paid by every ``regress check`` child, which never
+#: bisects (``tests/unit/test_upstream_recipes.py`` holds them equal).
+BISECT_GOOD, BISECT_BAD, BISECT_SKIP = 0, 1, 125
 
 
 class ScenarioStatus(enum.StrEnum):
@@ -58,10 +60,10 @@ CODES: dict[ReportStatus, Codes] = {
     ReportStatus.PASS: Codes(OK, BISECT_GOOD, "contracts hold"),
     ReportStatus.FAIL: Codes(FAILED, BISECT_BAD, "a contract is broken"),
     ReportStatus.NOT_A_TREE: Codes(
-        BAD_INPUT, SKIP_EXIT_CODE, "not a TensorRT-LLM tree with DSA metadata"
+        BAD_INPUT, BISECT_SKIP, "not a TensorRT-LLM tree with DSA metadata"
     ),
     ReportStatus.GAP: Codes(
-        UNFINISHED, SKIP_EXIT_CODE, "no verdict: the sandbox could not run this tree"
+        UNFINISHED, BISECT_SKIP, "no verdict: the sandbox could not run this tree"
     ),
 }
 

@@ -60,6 +60,10 @@ def require_device(device: str) -> None:
                 "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
             )
 
+#: The functions and keyword arguments the mode rewrites; any other call passes straight through.
+_PLACEMENT = frozenset({"cuda", "pin_memory", "to"})
+_PLACEMENT_KWARGS = frozenset({"device", "pin_memory"})
+
 
 def _is_cuda(device: Any) -> bool:
     return device is not None and str(device).startswith("cuda")
@@ -78,8 +82,11 @@ def _mode_class():
             self.ledger = ledger
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", None)
+            if name not in _PLACEMENT and not (kwargs and _PLACEMENT_KWARGS & kwargs.keys()):
+                return func(*args, **(kwargs or {}))  # nothing placed: most calls, fast
             kwargs = dict(kwargs or {})
-            name = getattr(func, "__name__", str(func))
+            name = name or str(func)
             if name == "cuda":
                 self.ledger.note("cuda", "Tensor.cuda", "returns a CPU copy (twins never alias)")
                 return args[0].clone()

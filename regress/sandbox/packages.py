@@ -70,14 +70,36 @@ _SANDBOX_FILES = (__file__, os.path.join(os.path.dirname(__file__), "shells.py")
 
 
 def installed(name: str) -> bool:
-    """Whether ``name`` is importable outside any sandbox (its finders and stubs looked past)."""
+    """Whether ``name`` is importable outside any sandbox (its finders and stubs looked past).
+
+    Asked for every package by every sandbox and every matrix cell, it is answered once per
+    state of the import system: the answer depends only on ``sys.modules[name]`` (loaded, blocked
+    or neither), the finders on ``sys.meta_path`` and ``sys.path``, so those are the cache key (a
+    test hiding a package with its own finder gets its own answer).
+    """
     from regress.sandbox.stubs import StubModule
 
-    if name in sys.modules and not isinstance(sys.modules[name], StubModule):
-        return sys.modules[name] is not None
-    for finder in sys.meta_path:
-        if getattr(finder, "_regress_sandbox", False) or not hasattr(finder, "find_spec"):
-            continue
+    module = sys.modules.get(name, _NOT_LOADED)
+    if module is not _NOT_LOADED and not isinstance(module, StubModule):
+        return module is not None
+    finders = tuple(
+        f
+        for f in sys.meta_path
+        if not getattr(f, "_regress_sandbox", False) and hasattr(f, "find_spec")
+    )
+    try:
+        return _findable(name, finders, tuple(sys.path))
+    except TypeError:  # a finder that cannot be a key (unhashable): ask it every time
+        return _findable.__wrapped__(name, finders, ())
+
+
+_NOT_LOADED = object()
+
+
+@functools.lru_cache(maxsize=64)
+def _findable(name: str, finders: tuple[Any, ...], path: tuple[str, ...]) -> bool:
+    """Whether one of ``finders`` finds ``name`` (``path``: ``sys.path`` then, the key only)."""
+    for finder in finders:
         try:
             if finder.find_spec(name, None) is not None:
                 return True
@@ -283,6 +305,12 @@ def _is_triton(name: str) -> bool:
     return (name == "triton" or name.startswith("triton.")) and not name.startswith("triton._C")
 
 
+def _triton_names() -> list[str]:
+    """Triton's Python modules in ``sys.modules`` (a prefix test in C first: torch alone holds
+    ~2,500 other names, scanned twice by every session)."""
+    return [n for n in sys.modules if n.startswith("triton") and _is_triton(n)]
+
+
 @contextlib.contextmanager
 def interpreted_triton() -> Iterator[None]:
     """Triton as imported with its interpreter on, whatever was imported before the session.
@@ -292,12 +320,12 @@ def interpreted_triton() -> Iterator[None]:
     @triton.jit'd outside of the scope of a kernel"). So the session swaps in a copy imported
     with the interpreter on (the first session imports it) and puts the outside one back after.
     """
-    outside = {n: sys.modules.pop(n) for n in list(sys.modules) if _is_triton(n)}
+    outside = {n: sys.modules.pop(n) for n in _triton_names()}
     sys.modules.update(_INTERPRETED)
     try:
         yield
     finally:
-        for name in [n for n in sys.modules if _is_triton(n)]:
+        for name in _triton_names():
             _INTERPRETED[name] = sys.modules.pop(name)
         sys.modules.update(outside)
 

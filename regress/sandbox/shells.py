@@ -58,14 +58,14 @@ class _Finder(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         sb = self.sandbox
         if top == ROOT_PACKAGE:
-            base = sb.checkout / Path(*fullname.split("."))
+            where = sb.where(fullname)  # a string: pathlib cost a tenth of the sandbox's time
             if fullname in sb.real:
-                return sb._real_spec(fullname, base)
-            if fullname.rpartition(".")[0] in sb.real and not _exists(base):
+                return sb._real_spec(fullname, where)
+            if fullname.rpartition(".")[0] in sb.real and not _exists(where):
                 return None  # `from <real package> import <name it lacks>`: upstream's ImportError
-            if base.is_dir():
+            if os.path.isdir(where):
                 spec = importlib.machinery.ModuleSpec(fullname, _Loader(sb._shell), is_package=True)
-                spec.submodule_search_locations = [str(base)]
+                spec.submodule_search_locations = [where]
                 return spec
             return importlib.machinery.ModuleSpec(fullname, _Loader(sb._stub), is_package=True)
         if top in sb.packages.stubbed:
@@ -75,13 +75,55 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+#: Per source file, its text and what was made of it (code, re-exports), kept for the process:
+#: every matrix cell executes the same files afresh in a sandbox of its own, and compiling them
+#: (~5 ms a module) was a tenth of a cell. Keyed by the path, valid while the bytes are equal.
+_FROM_SOURCE: dict[tuple[str, str], tuple[bytes, Any]] = {}
+_FROM_SOURCE_MAX = 512
+
+
+def _from_source(kind: str, path: str, data: bytes, make: Any) -> Any:
+    """``make()``, or what it gave for ``path`` when the file held these same bytes."""
+    hit = _FROM_SOURCE.get((kind, path))
+    if hit is not None and hit[0] == data:
+        return hit[1]
+    value = make()
+    if len(_FROM_SOURCE) >= _FROM_SOURCE_MAX:
+        _FROM_SOURCE.pop(next(iter(_FROM_SOURCE)))
+    _FROM_SOURCE[(kind, path)] = (data, value)
+    return value
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """A real module's loader that compiles each version of a file once per process.
+
+    Executing it is still done afresh for every sandbox (a fresh module, its own globals); only
+    the code object, which nothing can change, is shared.
+    """
+
+    def get_code(self, fullname: str) -> types.CodeType | None:
+        path = self.get_filename(fullname)
+        data = self.get_data(path)
+        return _from_source(
+            "code", path, data, lambda: super(_SourceLoader, self).get_code(fullname)
+        )
+
+
 def _reexports(init: Path, package: str) -> dict[str, tuple[str, str]]:
     """``name -> (module, name there)`` for the top-level ``from .x import name`` of ``init``."""
+    try:
+        data = init.read_bytes()
+    except OSError:
+        return {}
+    return _from_source("reexports", str(init), data, lambda: _parse_reexports(data, package))
+
+
+def _parse_reexports(data: bytes, package: str) -> dict[str, tuple[str, str]]:
     import ast
 
     try:
-        tree = ast.parse(init.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(data.decode("utf-8", errors="replace"))
+    except (SyntaxError, ValueError):
         return {}
     out: dict[str, tuple[str, str]] = {}
     for node in tree.body:
@@ -101,9 +143,15 @@ class SessionEnv(dict):
         self.why = dict(why)
 
 
-def _exists(base: Path) -> bool:
+def _exists(base: str) -> bool:
     """Whether ``base`` names a source module, a package or a compiled extension in the tree."""
-    return base.is_dir() or any(base.parent.glob(base.name + ".*"))
+    if os.path.isdir(base):
+        return True
+    folder, name = os.path.split(base)
+    try:
+        return any(entry.startswith(name + ".") for entry in os.listdir(folder))
+    except OSError:
+        return False
 
 
 class Sandbox:
@@ -131,6 +179,7 @@ class Sandbox:
         device: str = "cpu",
     ) -> None:
         self.checkout = Path(checkout).resolve()
+        self._root = str(self.checkout)
         self.real = set(real)
         self.device = device
         self._finder = _Finder(self)
@@ -147,19 +196,25 @@ class Sandbox:
         self._saved_env: dict[str, str | None] = {}
         self._cuda = None
         self._stack: contextlib.ExitStack | None = None
+        self._counting = False  # real Triton launches counted in the ledger
 
-    def _real_spec(self, fullname: str, base: Path) -> importlib.machinery.ModuleSpec | None:
+    def _real_spec(self, fullname: str, base: str) -> importlib.machinery.ModuleSpec | None:
         """A module executed from its file; a package (its ``__init__``, re-exports) likewise."""
-        file, init = base.with_suffix(".py"), base / "__init__.py"
-        if not file.is_file() and init.is_file():
+        file, init = base + ".py", os.path.join(base, "__init__.py")
+        if not os.path.isfile(file) and os.path.isfile(init):
             self._ran(fullname)
             return importlib.util.spec_from_file_location(
-                fullname, init, submodule_search_locations=[str(base)]
+                fullname,
+                init,
+                loader=_SourceLoader(fullname, init),
+                submodule_search_locations=[base],
             )
-        if not file.is_file():
+        if not os.path.isfile(file):
             raise SandboxGap(f"the real module {fullname} ({file} is missing)")
         self._ran(fullname)
-        return importlib.util.spec_from_file_location(fullname, file)
+        return importlib.util.spec_from_file_location(
+            fullname, file, loader=_SourceLoader(fullname, file)
+        )
 
     def _ran(self, fullname: str) -> None:
         if fullname not in self.ledger.real_modules:  # a second session on one ledger
@@ -168,6 +223,12 @@ class Sandbox:
     def _owned(self, name: str) -> bool:
         top = name.partition(".")[0]
         return top == ROOT_PACKAGE or top in self.packages.stubbed
+
+    def _owned_names(self) -> list[str]:
+        """The names in ``sys.modules`` this sandbox owns (torch alone holds ~2,500 others: a
+        prefix test in C first, as every session scans them twice)."""
+        prefixes = (ROOT_PACKAGE, *self.packages.stubbed)
+        return [n for n in sys.modules if n.startswith(prefixes) and self._owned(n)]
 
     def _shell(self, name: str) -> types.ModuleType:
         self.ledger.note("shell", name, "package __init__ not executed")
@@ -198,9 +259,8 @@ class Sandbox:
         absent = " (not installed)" if top in self.packages.absent else ""
         self.ledger.note("module-stub", name, f"strict stub{absent}")
         hint = self.packages.hint(top)
-        base = self.checkout / Path(*name.split("."))
-        if top == ROOT_PACKAGE and not _exists(base):
-            rel = base.relative_to(self.checkout)
+        if top == ROOT_PACKAGE and not _exists(self.where(name)):
+            rel = Path(*name.split("."))
             hint = (
                 f"The tree has no {rel}.py (a module of a complete checkout, or a name a package "
                 "__init__ defines): check a complete checkout, or add a value for it to "
@@ -222,7 +282,7 @@ class Sandbox:
             raise
 
     def _enter(self) -> Sandbox:
-        for name in [n for n in sys.modules if self._owned(n)]:
+        for name in self._owned_names():
             self._saved[name] = sys.modules.pop(name)
         why = getattr(self.env, "why", {})
         for key, value in self.env.items():
@@ -241,8 +301,7 @@ class Sandbox:
         if "triton" in self.packages.real:
             if self.packages.interpret:
                 self._stack.enter_context(packages.interpreted_triton())
-            launches = packages.kernel_launches(self.ledger, self.packages.interpret)
-            self._stack.enter_context(launches)
+            self._count_launches(self.real)
         cuda = placement(self.ledger, self.device)
         cuda.__enter__()
         self._cuda = cuda  # only once entered: __exit__ leaves one that failed to enter
@@ -270,10 +329,11 @@ class Sandbox:
             if self._stack is not None:
                 self._stack.close()
                 self._stack = None
+                self._counting = False
         finally:
             if self._finder in sys.meta_path:
                 sys.meta_path.remove(self._finder)
-            for name in [n for n in sys.modules if self._owned(n)]:
+            for name in self._owned_names():
                 del sys.modules[name]
             sys.modules.update(self._saved)
             self._saved.clear()
@@ -284,9 +344,36 @@ class Sandbox:
                     os.environ[key] = old
             self._saved_env.clear()
 
+    def _count_launches(self, modules: Iterable[str]) -> None:
+        """Count real Triton launches (:func:`packages.kernel_launches`) from now on, once
+        triton is loaded or one of ``modules`` may load it.
+
+        Counting needs triton's runtime imported (~0.4 s), which a tree none of whose real
+        modules mentions triton never launches a kernel from: its check does without.
+        """
+        if self._counting or self._stack is None or "triton" not in self.packages.real:
+            return
+        if "triton" not in sys.modules and not any(map(self._mentions_triton, modules)):
+            return
+        self._counting = True
+        self._stack.enter_context(packages.kernel_launches(self.ledger, self.packages.interpret))
+
+    def _mentions_triton(self, name: str) -> bool:
+        base = self.where(name)
+        for file in (base + ".py", os.path.join(base, "__init__.py")):
+            with contextlib.suppress(OSError), open(file, "rb") as f:
+                return b"triton" in f.read()
+        return False
+
+    def where(self, name: str) -> str:
+        """The path in the checkout a dotted ``tensorrt_llm`` name maps to (no suffix)."""
+        return os.path.join(self._root, *name.split("."))
+
     def add_real(self, modules: Iterable[str]) -> None:
         """Execute these modules from source too (a scenario that needs one more real class)."""
+        modules = [m for m in modules if m not in self.real]
         self.real.update(modules)
+        self._count_launches(modules)
 
     def load(self, module: str) -> types.ModuleType:
         """Import ``module`` inside the sandbox; an import-time gap names the missing piece."""

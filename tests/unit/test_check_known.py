@@ -248,6 +248,25 @@ def test_the_recipe_passes_known_to_its_probe_and_keys_on_the_file(tmp_path, mon
         SourceRecipe(known="bad.txt")
 
 
+def test_a_bisect_parses_each_version_of_the_known_file_once(tmp_path, monkeypatch):
+    """The recipe is built by the config's validation, the preflight and the plan."""
+    import regress.check.known as known_module
+
+    parsed = []
+    real = known_module.load_known
+    monkeypatch.setattr(known_module, "load_known", lambda *a: parsed.append(a) or real(*a))
+    known = tmp_path / "known.txt"
+    known.write_text(KNOWN_INDPTR)
+    first = [SourceRecipe(known=known).config() for _ in range(3)]
+    assert len(parsed) == 1 and first[0] == first[2]
+    known.write_text(KNOWN_INDPTR + f"stale_state {DSA} other (why)\n")
+    assert SourceRecipe(known=known).config() != first[0]
+    assert len(parsed) == 2
+    known.write_text("stale_state x\n")
+    with pytest.raises(KnownFileError, match=r"known\.txt:1"):
+        SourceRecipe(known=known)
+
+
 def test_regress_bisect_takes_known_for_the_source_recipe_only(tmp_path):
     from regress.bisect import registry
     from regress.bisect.config import BisectConfig

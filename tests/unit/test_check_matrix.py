@@ -22,6 +22,7 @@ from regress.check.matrix import (
     settings_for,
 )
 from regress.check.production import cell_sandbox
+from regress.check.report import CheckReport
 from regress.cli import cli
 from regress.dsa.stale_allow import Allowed, explain
 from regress.dsa.staleness import StaleField
@@ -117,16 +118,6 @@ def _matrix(tmp_path, matrix=("full",), **variant):
     return report, bad
 
 
-def test_clean_tree_passes_every_cell(tmp_path):
-    report, bad = _matrix(tmp_path)
-    assert report.status == "pass", [(r.name, r.note) for r in bad]
-    assert len(report.cells) == 1 + 2 ** len(AXES)
-    assert sum(r.name.startswith("matrix/") for r in report.results) == 2 ** len(AXES)
-    assert (
-        "caller: upstream" in next(r for r in report.results if r.name.startswith("matrix/")).note
-    )
-
-
 #: Each planted defect and the axis values every cell that shows it has (and no other does).
 #: The fused kernel runs in the base cell too (upstream's default gate value, the fake tree's
 #: default being on), so the scenarios outside the matrix name that one as well.
@@ -137,12 +128,39 @@ DEFECTS = {
     "overlap_correction_skips_refresh": ({"overlap_skip": True}, {"overlap": "on"}),
     "padded_dummy_rows_stale": ({"pad_dedup": True}, {"pad": "on", "fused": "off"}),
 }
+CLEAN = "clean"
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """``full_run(name)``: the default scenarios and ``--matrix full`` on the clean tree
+    (:data:`CLEAN`) or a planted defect's (:data:`DEFECTS`), run once for the module: every test
+    asserting on a variant's run reads this one (a run is 128 cells)."""
+    runs = {}
+
+    def run(name):
+        if name not in runs:
+            variant = {} if name == CLEAN else DEFECTS[name][0]
+            runs[name] = _matrix(tmp_path_factory.mktemp(name), **variant)
+        return runs[name]
+
+    return run
+
+
+def test_clean_tree_passes_every_cell(full_run):
+    report, bad = full_run(CLEAN)
+    assert report.status == "pass", [(r.name, r.note) for r in bad]
+    assert len(report.cells) == 1 + 2 ** len(AXES)
+    assert sum(r.name.startswith("matrix/") for r in report.results) == 2 ** len(AXES)
+    assert (
+        "caller: upstream" in next(r for r in report.results if r.name.startswith("matrix/")).note
+    )
 
 
 @pytest.mark.parametrize("name", list(DEFECTS))
-def test_a_defect_is_named_with_the_cells_that_show_it_only(tmp_path, name):
-    variant, where = DEFECTS[name]
-    report, bad = _matrix(tmp_path, **variant)
+def test_a_defect_is_named_with_the_cells_that_show_it_only(full_run, name):
+    _, where = DEFECTS[name]
+    report, bad = full_run(name)
     assert report.status == "fail"
     if name not in BASE_SEES:
         assert all(r.name.startswith("matrix/") for r in bad), [r.name for r in bad]
@@ -155,13 +173,23 @@ def test_a_defect_is_named_with_the_cells_that_show_it_only(tmp_path, name):
         assert {v.details["cell"] for v in r.violations} == {r.name.split("/", 1)[1]}
 
 
-def test_the_default_run_without_the_matrix_misses_them(tmp_path):
+def test_the_default_run_without_the_matrix_misses_them(full_run):
     """The scenarios outside the matrix run in the base cell: only the fused kernel, which the
-    base cell runs at upstream's default, shows there."""
-    for i, (name, (variant, _)) in enumerate(DEFECTS.items()):
-        scenarios = ["req_idx_map", "draft_callers", "fused_metadata"]
-        report = run_check(build_matrix_tree(tmp_path / str(i), **variant), scenarios=scenarios)
-        assert report.status == ("fail" if name in BASE_SEES else "pass"), variant
+    base cell runs at upstream's default, shows there.
+
+    Their results are read from each defect's full run: they ran there in the base cell's
+    sandbox, before any cell, as in a run without the matrix.
+    """
+    scenarios = ("req_idx_map", "draft_callers", "fused_metadata")
+    for name, (variant, _) in DEFECTS.items():
+        report, _ = full_run(name)
+        outside = CheckReport(
+            source=report.source,
+            results=[r for r in report.results if r.name.split("/", 1)[0] in scenarios],
+        )
+        assert {r.name.split("/", 1)[0] for r in outside.results} == set(scenarios)
+        outside.finish()
+        assert outside.status == ("fail" if name in BASE_SEES else "pass"), variant
 
 
 @pytest.mark.usefixtures("no_triton")
