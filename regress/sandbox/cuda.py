@@ -60,6 +60,7 @@ def require_device(device: str) -> None:
                 "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
             )
 
+
 #: The functions and keyword arguments the mode rewrites; any other call passes straight through.
 _PLACEMENT = frozenset({"cuda", "pin_memory", "to"})
 _PLACEMENT_KWARGS = frozenset({"device", "pin_memory"})
