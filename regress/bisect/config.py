@@ -62,10 +62,24 @@ class BisectConfig:
             self.jobs = len(self.gpus) if self.gpus else 1
         self.validate()
 
+    def recipe_entry(self) -> registry.Recipe | None:
+        """The recipe this bisect runs, built once per config and recipe name.
+
+        Validation, preflight and the session plan all ask for it, and a recipe may read files
+        when built (a ``--known`` list): building it three times read them three times.
+        """
+        if not self.recipe:
+            return None
+        built = self.__dict__.get("_recipe_built")
+        if built is None or built[0] != self.recipe:
+            built = (self.recipe, registry.make_recipe(self.recipe, self))
+            self.__dict__["_recipe_built"] = built  # not a field: asdict() and the store skip it
+        return built[1]
+
     def validate(self) -> None:
         """Refuse values no bisect can run with (usage error, exit 2)."""
         # A recipe may supply its own probe command (one that judges each tree itself).
-        recipe = registry.make_recipe(self.recipe, self) if self.recipe else None
+        recipe = self.recipe_entry()
         if not self.command and not (recipe and recipe.command()):
             raise UsageError("no probe command: give it after `--`, e.g. `-- ./probe.sh`")
         registry.PROBES.get_entry(self.probe)  # an unknown name raises, naming the known ones

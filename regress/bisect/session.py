@@ -104,7 +104,7 @@ def _plan(config: BisectConfig, rng: Range) -> _Plan:
     direction = config.direction
     # the judge speaks in search terms, where the new endpoint is "bad": a fix is the better side
     judge_direction = None if direction is None else (-direction if config.find_fix else direction)
-    recipe = registry.make_recipe(config.recipe, config) if config.recipe else None
+    recipe = config.recipe_entry()
     overlays = [Overlay.parse(o, rng.repo.path) for o in config.overlays]
     runner = ProbeRunnerConfig(
         command=list(config.command) or (recipe.command() if recipe else []),

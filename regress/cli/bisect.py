@@ -8,7 +8,7 @@ import sys
 import click
 
 from regress.bisect.config import defaults
-from regress.bisect.registry import PROBES, RECIPES, make_recipe
+from regress.bisect.registry import PROBES, RECIPES
 from regress.cli.heartbeat import Heartbeat
 from regress.cli.options import FiniteFloat
 from regress.cli.output import OUTPUT_FILE, emit
@@ -241,7 +241,7 @@ def run(**opts) -> None:
         command=list(config.command),
         launcher=list(config.launcher),
         metric=config.metric,
-        recipe=make_recipe(config.recipe, config) if config.recipe else None,
+        recipe=config.recipe_entry(),
         revisions=(config.good, config.bad),
     )
     try:  # SIGTERM arrives as Terminated (the CLI group's handler), a KeyboardInterrupt

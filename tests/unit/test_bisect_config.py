@@ -98,3 +98,17 @@ def test_more_jobs_than_the_range_can_use_are_capped_and_said(tmp_path):
     assert result.culprit.sha == shas[11]
     assert any("--jobs 1000 capped to 18" in w for w in result.warnings)
     assert any(p.kind == "warning" and "capped" in p.message for p in seen)
+
+
+def test_the_recipe_is_built_once_for_validation_preflight_and_plan(monkeypatch):
+    """A recipe may read files when built (a --known list): one build per config and name."""
+    from regress.bisect import registry
+
+    built = []
+    real = registry.make_recipe
+    monkeypatch.setattr(registry, "make_recipe", lambda n, c: built.append(n) or real(n, c))
+    config = BisectConfig(good="A", bad="B", command=[], recipe="trtllm-source")
+    assert config.recipe_entry() is config.recipe_entry()
+    assert built == ["trtllm-source"]
+    config.recipe = None  # a replay drops the recipe: nothing stale is handed out
+    assert config.recipe_entry() is None
