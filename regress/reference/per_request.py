@@ -34,35 +34,42 @@ class Requests:
     """Which tokens of a forward are computed per request, and which per token.
 
     ``spans``: ``(start, stop)`` token ranges of the requests with more than one token;
-    ``singles``: the indices of every other token (None: no such token).
+    ``singles``: the indices of every other token (None: no such token); ``owner``: per token,
+    the index of its span (``len(spans)`` for a single).
     """
 
     spans: list[tuple[int, int]]
     singles: torch.Tensor | None
+    owner: torch.Tensor
 
 
 def split_requests(op_req: torch.Tensor, num_tokens: int, num_seqs: int) -> Requests | None:
     """Group the tokens of a forward by the request the attention op assigns them to.
 
-    Returns None when every request has one token (the collapsed draft layout, which a CUDA
-    graph may be capturing: no host sync there) or no request has more than one.
+    Returns None where there are no more tokens than requests (the collapsed draft layout, which
+    a CUDA graph may be capturing: no host sync there) or no request has more than one token.
     """
     import torch
 
     if num_tokens <= num_seqs:
         return None
     _, counts = torch.unique_consecutive(op_req, return_counts=True)
-    spans, singles, start = [], [], 0
+    spans, singles, runs, start = [], [], [], 0
     for count in counts.tolist():
         if count > 1:
+            runs.append(len(spans))
             spans.append((start, start + count))
         else:
+            runs.append(-1)
             singles.append(start)
         start += count
     if not spans:
         return None
-    index = torch.tensor(singles, dtype=torch.int64, device=op_req.device) if singles else None
-    return Requests(spans, index)
+    device = op_req.device
+    runs = [len(spans) if r < 0 else r for r in runs]
+    owner = torch.repeat_interleave(torch.tensor(runs, device=device), counts)
+    index = torch.tensor(singles, dtype=torch.int64, device=device) if singles else None
+    return Requests(spans, index, owner)
 
 
 def indexer_scores(q_idx, k_idx_rows, head_w) -> torch.Tensor:
@@ -85,21 +92,15 @@ def shared_slots(requests: Requests, selection, glob, width: int) -> list[torch.
     the span's tokens read one local position from different slots (one host sync in all)."""
     import torch
 
-    if not requests.spans:
-        return []
-    device = selection.device
-    lens = torch.tensor([e - s for s, e in requests.spans], device=device)
-    tokens = torch.cat([torch.arange(s, e, device=device) for s, e in requests.spans])
-    span_of = torch.repeat_interleave(torch.arange(len(requests.spans), device=device), lens)
-    sel, slots = selection[tokens], glob[tokens]
-    picked = sel >= 0
-    owner = span_of.unsqueeze(1).expand_as(sel)
-    table = torch.full((len(requests.spans), width), -1, dtype=torch.int64, device=device)
-    table[owner[picked], sel[picked]] = slots[picked]
-    agrees = (table[owner, sel.clamp(min=0)] == slots) | ~picked
-    disagree = torch.zeros(len(requests.spans), dtype=torch.int64, device=device)
-    disagree.index_add_(0, span_of, (~agrees.all(dim=1)).to(torch.int64))
-    return [None if bad else table[i] for i, bad in enumerate(disagree.tolist())]
+    picked = selection >= 0
+    owner = requests.owner.unsqueeze(1).expand_as(selection)
+    rows = len(requests.spans) + 1  # the last row collects the singles' reads, unused
+    table = torch.full((rows, width), -1, dtype=torch.int64, device=selection.device)
+    table[owner[picked], selection[picked]] = glob[picked]
+    agrees = (table[owner, selection.clamp(min=0)] == glob) | ~picked
+    disagree = torch.zeros(rows, dtype=torch.int64, device=selection.device)
+    disagree.index_add_(0, requests.owner, (~agrees.all(dim=1)).to(torch.int64))
+    return [None if bad else table[i] for i, bad in enumerate(disagree.tolist()[:-1])]
 
 
 def attend(cfg, cache, q, selection, glob, slot_positions, slots) -> torch.Tensor:
