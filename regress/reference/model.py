@@ -307,7 +307,7 @@ def dsa_attention(
         requests = None  # a given selection (index share's draft steps) is read per token
 
     glob = md.local_to_global(selection)  # through req_idx_per_token: the bug-1 read path
-    if requests is None:
+    if requests is None or per_request.SPARSE * selection.shape[-1] < width:
         attn = _token_attention(cfg, cache, q, selection, glob, slot_positions)
     else:
         attn = torch.empty_like(q)

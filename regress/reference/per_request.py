@@ -12,9 +12,11 @@ table (the op's layout, as before), and attention reads exactly the slots
 ``md.local_to_global(selection)`` gave each token (the bug-1 read path). Tokens of one request
 that read one local position from different slots (a stale map) do not share: that request is
 computed per token. So is every request with one token (every draft step after step 0, a verify
-step at K = 0): which path a request takes depends on its own token count only, never on who
-shares the batch, which keeps acceptance batch-invariant; and the draft steps a CUDA graph
-captures keep the per-token path, which has no host sync and no data-dependent shape.
+step at K = 0), and attention under a top-k much narrower than the context (:data:`SPARSE`; its
+indexer scores are still shared). Which path a request takes depends on its own token count and
+the run's fixed shapes, never on who shares the batch, which keeps acceptance batch-invariant;
+and the draft steps a CUDA graph captures keep the per-token path, which has no host sync and no
+data-dependent shape.
 
 The sums run in another order than per token (over local positions, not over the selection), so
 results move in the last bits of float64; greedy choices do not (``benchmarks/suite.md``).
@@ -27,6 +29,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+
+#: A selection narrower than ``1 / SPARSE`` of the width (the default model's top-48 of a few
+#: hundred positions) is attended per token: copying each token's few rows costs what one copy of
+#: the request's rows and its ``(n, width)`` logits cost (``benchmarks/suite.md``).
+SPARSE = 4
 
 
 @dataclass(frozen=True)
