@@ -29,7 +29,9 @@ Where each cache access takes its addresses mirrors
   ``req_idx_per_token`` (``metadata.local_to_global``), as the pool view does upstream.
 
 All shapes depend only on Python ints fixed before a forward, so a draft step can be captured in a
-CUDA graph. Computation is float64 so greedy choices do not depend on batch composition.
+CUDA graph. Computation is float64 so greedy choices do not depend on batch composition. A
+request's tokens share one copy of the rows they read (``regress.reference.per_request``);
+what each token reads is still its own.
 """
 
 from __future__ import annotations
