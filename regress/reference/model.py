@@ -29,7 +29,9 @@ Where each cache access takes its addresses mirrors
   ``req_idx_per_token`` (``metadata.local_to_global``), as the pool view does upstream.
 
 All shapes depend only on Python ints fixed before a forward, so a draft step can be captured in a
-CUDA graph. Computation is float64 so greedy choices do not depend on batch composition.
+CUDA graph. Computation is float64 so greedy choices do not depend on batch composition. A
+request's tokens share one copy of the rows they read (``regress.reference.per_request``);
+what each token reads is still its own.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from regress.dsa.mapping import build_req_idx_per_token
+from regress.reference import per_request
 from regress.reference.context import carry_state, context_states, rotary
 from regress.reference.indexer import check_paged_mqa_logits_shapes
 
@@ -194,8 +197,12 @@ def embed(w: Weights, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Te
     return h + _mlp(h, w.mlp_a1, w.mlp_a2)
 
 
-def _select(cfg, cache, x, w, score_slots, local, slot_positions) -> torch.Tensor:
-    """The lightning indexer's top-k local positions per token (``-1``: nothing selected)."""
+def _select(cfg, cache, x, w, score_slots, local, slot_positions, requests) -> torch.Tensor:
+    """The lightning indexer's top-k local positions per token (``-1``: nothing selected).
+
+    ``requests`` (from ``per_request.split_requests``; None: all per token) says which tokens
+    share one copy of their request's indexer-K rows; the top-k itself is per token.
+    """
     import torch
 
     t_count, width = score_slots.shape
@@ -204,14 +211,50 @@ def _select(cfg, cache, x, w, score_slots, local, slot_positions) -> torch.Tenso
     visible = local.unsqueeze(0) <= slot_positions.unsqueeze(1)
     if width <= cfg.topk:  # dense path: every visible position is selected
         return torch.where(visible, local.expand(t_count, width), torch.full_like(score_slots, -1))
-    k_idx = cache.k_idx[score_slots]  # (T, W, dI)
     q_idx = (x @ w.wq_idx).view(t_count, cfg.index_heads, cfg.index_dim)
-    per_head = torch.relu(torch.einsum("thd,twd->thw", q_idx, k_idx))
-    scores = torch.einsum("th,thw->tw", x @ w.w_idx, per_head)
+    head_w = x @ w.w_idx
+    if requests is None:
+        scores = _token_scores(cache, q_idx, head_w, score_slots)
+    else:
+        scores = torch.empty(t_count, width, dtype=x.dtype, device=x.device)
+        for start, stop in requests.spans:  # one request's rows score all its tokens
+            k_rows = cache.k_idx[score_slots[start]]
+            scores[start:stop] = per_request.indexer_scores(
+                q_idx[start:stop], k_rows, head_w[start:stop]
+            )
+        if requests.singles is not None:
+            one = requests.singles
+            scores[one] = _token_scores(cache, q_idx[one], head_w[one], score_slots[one])
     # A tiny recency tie-break: relu zeros tie, and top-k must not depend on batch layout.
     scores = torch.where(visible, scores + local * 1e-9, torch.full_like(scores, -torch.inf))
     vals, idx = scores.topk(cfg.topk, dim=-1)
     return torch.where(torch.isfinite(vals), idx, torch.full_like(idx, -1))
+
+
+def _token_scores(cache, q_idx, head_w, score_slots) -> torch.Tensor:
+    """Indexer scores ``(T, width)``, each token against its own copy of its rows."""
+    import torch
+
+    k_idx = cache.k_idx[score_slots]  # (T, W, dI)
+    per_head = torch.relu(torch.einsum("thd,twd->thw", q_idx, k_idx))
+    return torch.einsum("th,thw->tw", head_w, per_head)
+
+
+def _token_attention(cfg, cache, q, selection, glob, slot_positions) -> torch.Tensor:
+    """Attention ``(T, heads, head_dim)``, each token over its own copy of its selected rows."""
+    import torch
+
+    t_count = q.shape[0]
+    valid = glob >= 0
+    safe = glob.clamp(min=0)
+    k_sel = cache.k[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
+    v_sel = cache.v[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
+    logits = torch.einsum("thd,tkhd->thk", q, k_sel) * cfg.head_dim**-0.5
+    if cfg.attn_recency:  # ALiBi-like: nearby positions (either side) weigh more
+        distance = (selection - slot_positions.unsqueeze(1)).abs().to(torch.float64)
+        logits = logits - cfg.attn_recency * distance.unsqueeze(1)
+    logits = logits.masked_fill(~valid.unsqueeze(1), -torch.inf)
+    return torch.einsum("thk,tkhd->thd", torch.softmax(logits, dim=-1), v_sel)
 
 
 def dsa_attention(
@@ -254,25 +297,37 @@ def dsa_attention(
     cache.v[own_slot] = x @ w.wv
     if cache.k_idx is not None:
         cache.k_idx[md.slot_mapping[:t_count]] = x @ w.wk_idx
+    requests = per_request.split_requests(op_req, t_count, md.num_seqs)
 
     if selection is None:
         # Lightning indexer: score every local position of the token's own request.
         local = torch.arange(width, device=h.device, dtype=torch.int64)
         blocks = torch.div(local, tpb, rounding_mode="floor").expand(t_count, width)
         score_slots = op_rows.gather(-1, blocks).to(torch.int64) * tpb + local % tpb
-        selection = _select(cfg, cache, x, w, score_slots, local, slot_positions)
+        selection = _select(cfg, cache, x, w, score_slots, local, slot_positions, requests)
+    else:
+        requests = None  # a given selection (index share's draft steps) is read per token
 
     glob = md.local_to_global(selection)  # through req_idx_per_token: the bug-1 read path
-    valid = glob >= 0
-    safe = glob.clamp(min=0)
-    k_sel = cache.k[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
-    v_sel = cache.v[safe].view(t_count, -1, cfg.heads, cfg.head_dim)
-    logits = torch.einsum("thd,tkhd->thk", q, k_sel) * cfg.head_dim**-0.5
-    if cfg.attn_recency:  # ALiBi-like: nearby positions (either side) weigh more
-        distance = (selection - slot_positions.unsqueeze(1)).abs().to(torch.float64)
-        logits = logits - cfg.attn_recency * distance.unsqueeze(1)
-    logits = logits.masked_fill(~valid.unsqueeze(1), -torch.inf)
-    attn = torch.einsum("thk,tkhd->thd", torch.softmax(logits, dim=-1), v_sel)
+    if requests is None or per_request.SPARSE * selection.shape[-1] < width:
+        attn = _token_attention(cfg, cache, q, selection, glob, slot_positions)
+    else:
+        attn = torch.empty_like(q)
+        alone = [] if requests.singles is None else [requests.singles]
+        shared = per_request.shared_slots(requests, selection, glob, width)
+        for (start, stop), slots in zip(requests.spans, shared, strict=True):
+            if slots is None:  # its tokens read one position from different slots
+                alone.append(torch.arange(start, stop, device=q.device))
+                continue
+            part = slice(start, stop)
+            attn[part] = per_request.attend(
+                cfg, cache, q[part], selection[part], glob[part], slot_positions[part], slots
+            )
+        if alone:
+            one = torch.cat(alone)
+            attn[one] = _token_attention(
+                cfg, cache, q[one], selection[one], glob[one], slot_positions[one]
+            )
     return attn.reshape(t_count, -1) @ w.wo, selection
 
 
