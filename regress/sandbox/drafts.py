@@ -143,6 +143,9 @@ class FakeSpecConfig:
 
     use_relaxed_acceptance_for_thinking = False
     use_sa_spec = False
+    #: No suffix-automaton enhancer: ``MTPWorker.__init__`` (``speculative/mtp.py`` @ 9eabd2df)
+    #: reads ``spec_config.sa_config`` and builds one only when it is not None.
+    sa_config = None
     draft_offload_enabled = False
     draft_offload_v2 = False
 

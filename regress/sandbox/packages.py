@@ -199,6 +199,30 @@ class Packages:
     def hint(self, top: str) -> str:
         return INSTALL_HINT.get(top, "") if top in self.absent else ""
 
+    def version(self, top: str) -> str | None:
+        """The installed version of the stubbed ``top`` (None where absent or unknown).
+
+        A stub stands for the module's code, not for what the machine has: upstream reads a
+        package's ``__version__`` to decide whether a path is available (``SpecWorkerBase``
+        requires ``flashinfer>=0.6.4`` at construction, ``speculative/interface.py`` stored id
+        57352998664), so the stub of an installed package answers with the installed version.
+        """
+        if top not in self.stubbed or top in self.absent:
+            return None
+        return distribution_version(top)
+
+
+def distribution_version(top: str) -> str | None:
+    """The version of the installed distribution that provides the import name ``top``."""
+    import importlib.metadata as metadata
+
+    for dist in metadata.packages_distributions().get(top, []):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
 
 class MissingKernel:
     """What ``@triton.jit`` gives where triton is not installed: launching it is a gap."""

@@ -201,13 +201,18 @@ class Sandbox:
                 "__init__ defines): check a complete checkout, or add a value for it to "
                 "regress.sandbox.eras if faking it is safe."
             )
-        return StubModule(
+        stub = StubModule(
             name,
             values=self.values.get(name, {}),
             ledger=self.ledger,
             root=self.checkout,
             hint=hint,
         )
+        version = self.packages.version(top) if name == top else None
+        if version is not None:
+            stub.__dict__["__version__"] = version
+            self.ledger.note("value", f"{name}.__version__", f"{version}: the installed version")
+        return stub
 
     def __enter__(self) -> Sandbox:
         try:
