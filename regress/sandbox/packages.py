@@ -33,6 +33,7 @@ import contextlib
 import functools
 import importlib.abc
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +46,12 @@ RUNNABLE = ("triton",)
 #: What a gap caused by a missing package asks the reader to do.
 INSTALL_HINT = {
     "triton": "Install triton beside torch (pip install triton, or pip install 'trtllm-regress[check]'),"
-    " then run the check again."
+    " then run the check again.",
+    # SpecWorkerBase refuses to build without flashinfer>=0.6.4 (speculative/interface.py stored
+    # id 57352998664); its dependencies are GPU-only, and the sandbox never runs its code.
+    "flashinfer": "Install flashinfer beside regress (pip install --no-deps flashinfer-python: the "
+    "sandbox stubs its code, its installed version answers upstream's version checks), then run "
+    "the check again.",
 }
 #: Why the session sets the environment the real packages need.
 ENV_WHY = {
@@ -210,6 +216,21 @@ class Packages:
         if top not in self.stubbed or top in self.absent:
             return None
         return distribution_version(top)
+
+
+def refused_for(exc: BaseException) -> str | None:
+    """The absent third-party package an explicit ``raise ImportError(...)`` of upstream names.
+
+    Upstream raises on its own when a package it needs at run time is missing (``SpecWorkerBase``:
+    ``ImportError("Speculative decoding requires flashinfer>=0.6.4 ...")``): a package this
+    machine lacks, not a tree that cannot be imported.
+    """
+    from regress.sandbox.stubs import THIRD_PARTY
+
+    if not isinstance(exc, ImportError) or exc.name is not None:
+        return None  # the import machinery's own failure names the module it could not find
+    text = str(exc)
+    return next((p for p in THIRD_PARTY if re.search(rf"\b{p}\b", text) and not installed(p)), None)
 
 
 def distribution_version(top: str) -> str | None:

@@ -26,9 +26,9 @@ needs_triton = pytest.mark.skipif(
 WORKER = "upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker._forward_impl"
 PROBES = {
     # regress's own fake modules, shaped like upstream's availability probes
-    "try_import": "try:\n    import flashinfer\n    AVAILABLE = True\nexcept ImportError:\n"
+    "try_import": "try:\n    import deep_gemm\n    AVAILABLE = True\nexcept ImportError:\n"
     "    AVAILABLE = False\n",
-    "find_spec": "import importlib.util\n\nAVAILABLE = importlib.util.find_spec('flashinfer') "
+    "find_spec": "import importlib.util\n\nAVAILABLE = importlib.util.find_spec('deep_gemm') "
     "is not None\n",
     "suppress": "import contextlib\n\nAVAILABLE = False\nwith contextlib.suppress(ImportError):\n"
     "    import deep_gemm\n    AVAILABLE = True\n",
@@ -188,6 +188,7 @@ class MTPDecodingConfig:
         self.max_total_draft_tokens = max_draft_len
         self.use_mtp_vanilla = use_mtp_vanilla
         self.sa_config = None
+        self.field_only_upstream_has = None
         self.use_relaxed_acceptance_for_thinking = False
         self.use_sa_spec = False
         self.draft_offload_enabled = False
@@ -207,12 +208,13 @@ def test_upstreams_own_spec_config_is_built_from_llm_args(tmp_path):
     eagle.write_text(
         eagle.read_text().replace(
             "        self.spec_config = spec_config\n",
-            "        self.spec_config = spec_config\n        self.sa = spec_config.sa_config\n",
+            "        self.spec_config = spec_config\n"
+            "        self.new = spec_config.field_only_upstream_has\n",
             1,
         )
     )
     plain = run_check(tmp_path, scenarios=["req_idx_map"])
-    assert plain.exit_code == 3  # the fake lacks sa_config: the fallback drifted
+    assert plain.exit_code == 3  # the fallback lacks the field: it drifted
     write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": LLM_ARGS})
     report = run_check(tmp_path, scenarios=["req_idx_map"])
     assert report.exit_code == 0, report.lines()

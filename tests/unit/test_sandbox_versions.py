@@ -88,3 +88,24 @@ def test_a_name_missing_from_a_tree_module_is_the_trees_not_the_sandboxs(tmp_pat
     message = str(gap.value)
     assert "tensorrt_llm/_torch/older.py does not define" in message
     assert "one commit" in message and "Mark it real or stubbed" not in message
+
+
+REFUSES = (
+    f"try:\n    import {PACKAGE}\n    HAVE = True\nexcept ImportError:\n    HAVE = False\n\n\n"
+    "def build():\n    if not HAVE:\n"
+    f"        raise ImportError('Speculative decoding requires {PACKAGE}>=0.6.4')\n"
+)
+
+
+def test_upstream_refusing_to_run_without_an_absent_package_names_the_install(tmp_path):
+    from regress.sandbox.blame import blame, describe
+
+    build_tree(tmp_path, "C")
+    write_files(tmp_path, {"tensorrt_llm/_torch/refuses.py": REFUSES})
+    with _sandbox(tmp_path, "tensorrt_llm._torch.refuses") as sandbox:
+        module = sandbox.load("tensorrt_llm._torch.refuses")
+        with pytest.raises(ImportError) as raised:
+            module.build()
+    said = describe(raised.value, blame(raised.value, tmp_path))
+    assert f"refuses to run without {PACKAGE}, not installed here" in said
+    assert "refuses.py" in said and "cannot be imported" not in said
