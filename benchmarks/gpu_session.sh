@@ -4,13 +4,17 @@
 #   OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh                  # every step
 #   OUT=/tmp/gpu-out bash benchmarks/gpu_session.sh gpu_tests accept  # only these steps
 #
-# Steps: gpu_tests, unit_cuda, accept, engine_bench. A lent machine runs one command for at most
+# Steps: gpu_tests, check_native, unit_cuda, accept, engine_bench. A lent machine runs one command for at most
 # 10 minutes, so a lease may split them over two calls; each step has its own time limit.
 #
 # Runs, each step's output kept in $OUT/<step>.txt and its exit code in $OUT/summary.txt (a step that
 # fails does not stop the others: the point is to learn every result a lease can give):
 #   1. the GPU integration tests (pytest -m gpu; tests needing more GPUs than the box has or an
-#      installed TensorRT-LLM skip, with the reason), JUnit in $OUT/gpu.xml;
+#      installed TensorRT-LLM skip, with the reason), JUnit in $OUT/gpu.xml; all but check_native's;
+#   1b. check_native: `regress check --device cuda` on regress's fake trees, upstream's code and
+#      their @triton.jit kernel native on the GPU, against `--device cpu`'s verdicts
+#      (tests/integration/test_check_native.py, about 3 min serial, so 4 workers), JUnit in
+#      $OUT/check_native.xml;
 #   2. the unit suite on that machine's CUDA torch, with whatever plugins its image has;
 #   3. regress accept on CUDA: clean, stale_req_idx and no_accept_v1_cache_manager at batch 1,8,32, K=4;
 #   4. benchmarks/reference_engine.py --device cuda (eager vs graph, map refresh, sentinel overhead).
@@ -66,7 +70,12 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 
 if wanted gpu_tests; then
     step gpu_tests 240 $PY -m pytest -m gpu tests/integration \
+        --ignore=tests/integration/test_check_native.py \
         -q -rs -p no:cacheprovider --junitxml="$OUT/gpu.xml"
+fi
+if wanted check_native; then
+    step check_native 300 $PY -m pytest -m gpu tests/integration/test_check_native.py \
+        -n 4 -q -rs -p no:cacheprovider --junitxml="$OUT/check_native.xml"
 fi
 if wanted unit_cuda; then
     step unit_cuda 420 $PY -m pytest tests/unit -n 12 -q -p no:cacheprovider

@@ -19,6 +19,7 @@ from regress.check.draft_scenarios import (
     ragged_verify,
 )
 from regress.check.failures import draft_failure
+from regress.check.llm_configs import llm_configs
 from regress.check.production import MATRIX, run_cell
 from regress.check.results import ScenarioResult
 from regress.check.scenarios import (
@@ -121,6 +122,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         "a draft step that raises, and what the worker leaves behind",
         "the tree's own one-model worker with a draft model that raises in step 0 and step 1, "
         "then the next forward",
+    ),
+    Scenario(
+        "llm_configs",
+        llm_configs,
+        "every LLM configuration the GPU integration tests build, against the tree's llm_args.py",
+        "`tensorrt_llm/llmapi/llm.py` `LLM(...)`: `TorchLlmArgs.from_kwargs` with the config "
+        "objects each case of `tests/integration` passes",
     ),
     Scenario(
         MATRIX,

@@ -19,6 +19,7 @@ from regress.check.results import ScenarioResult
 from regress.check.status import ReportStatus, ScenarioStatus
 from regress.sandbox import Ledger, SandboxGap
 from regress.sandbox.blame import blame, describe
+from regress.sandbox.cuda import require_device
 from regress.sandbox.eras import Settings, Upstream, all_values, load, plan_for
 from regress.sandbox.shells import Sandbox
 from regress.tree.source import (
@@ -58,18 +59,22 @@ def run_check(
 
     Never raises for a tree that is not TensorRT-LLM or cannot be loaded: those become the
     report's ``not-a-tree`` / ``gap`` status (exit 2 / 3), so a bisect probe gets an exit code.
+    Raises :class:`~regress.errors.UsageError` for ``device="cuda"`` where torch sees no GPU.
 
     Args:
         source: a TensorRT-LLM checkout (or its ``tensorrt_llm`` directory).
         scenarios: names of :data:`~regress.check.catalog.SCENARIOS` (default: all but the
             opt-in ones).
-        settings: SM version and SM count the code is told it runs on.
+        settings: SM version and SM count the code is told it runs on, and the device
+            (``cpu``: CUDA mapped onto the CPU; ``cuda``: upstream native on the GPU).
         matrix: the ``--matrix`` specs (:func:`regress.check.matrix.cells`) the per-cell
             scenarios (``matrix``) run in; the others run once, in the base cell
             (:data:`regress.check.matrix.BASE`).
     """
     started = time.monotonic()
-    report = CheckReport(source=str(source))
+    settings = settings or Settings()
+    require_device(settings.device)
+    report = CheckReport(source=str(source), device=settings.device)
     wanted = list(scenarios or [s.name for s in SCENARIOS if not s.opt_in])
     table = by_name()
     tree = resolve_into(report, source)
@@ -77,7 +82,6 @@ def run_check(
         return report
     report.era, report.tree = tree.era.name, tree
     plan = plan_for(tree)
-    settings = settings or Settings()
     ledger = Ledger()
     report.ledger = ledger
     try:
@@ -87,6 +91,7 @@ def run_check(
             all_values(plan, settings),
             env=plan.session_env(settings.fused),
             ledger=ledger,
+            device=settings.device,
         ) as sandbox:
             up = _load(sandbox, plan, ledger)
             for name in (n for n in wanted if not table[n].per_cell):
@@ -110,7 +115,8 @@ def run_check(
         run = cells(matrix, axes)
         report.cells += [str(c) for c in run]
         report.results += run_cells(plan, run, per_cell, settings, ledger, load=_load, run=_run)
-    _divergences(ledger, plan)
+    if settings.device == "cpu":  # natively the GPU's own branch is taken
+        _divergences(ledger, plan)
     report.finish()
     report.seconds = time.monotonic() - started
     return report

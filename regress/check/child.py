@@ -54,11 +54,15 @@ def check_request(work: Path) -> int:
     # contention (on 2 busy cores a tiny repeat_interleave took 20 ms with 2 threads, 0.02 ms
     # with 1: a whole check 2.8 s -> 1.6 s).
     torch.set_num_threads(1)
+    device = request.get("device", "cpu")
+    # the GPU's context, like torch's import, is the child's start (not the tree's time)
+    if device == "cuda" and torch.cuda.is_available():
+        torch.cuda.init()
 
     from regress.check.check import run_check
 
     faulthandler.dump_traceback_later(request["timeout"], exit=True)
-    settings = Settings(sm=request["sm"], num_sms=request["num_sms"])
+    settings = Settings(sm=request["sm"], num_sms=request["num_sms"], device=device)
     try:
         doc = run_check(
             request["source"],
@@ -69,7 +73,7 @@ def check_request(work: Path) -> int:
     except Exception as exc:  # a regress bug: still no verdict on the tree
         from regress.errors import save_traceback
 
-        failed = CheckReport(source=request["source"], status=ReportStatus.GAP)
+        failed = CheckReport(source=request["source"], status=ReportStatus.GAP, device=device)
         failed.error = f"regress failed while checking ({exc}); traceback: {save_traceback(exc)}"
         doc = failed.to_json()
     doc["token"] = request["token"]

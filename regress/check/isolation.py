@@ -37,6 +37,7 @@ from regress.check.report import CheckReport
 from regress.check.status import ReportStatus
 from regress.files import read_json, write_json_atomic
 from regress.processes import WorkFolder, run_child, sigterm_raises
+from regress.sandbox.cuda import require_device
 from regress.sandbox.eras import Settings
 
 #: Seconds the tree's loading and the scenarios may take by default (about 1 s on 2 busy cores).
@@ -61,14 +62,18 @@ def run_check_isolated(
     A tree that is not TensorRT-LLM is reported without starting a child. ``seconds`` is the wall
     time of the whole check, interpreter start of the child included. The report carries the tree
     as resolved here (:attr:`CheckReport.tree`).
+
+    Raises:
+        UsageError: ``settings.device`` is ``cuda`` where torch sees no GPU.
     """
     started = time.monotonic()
-    report = CheckReport(source=str(source))
+    settings = settings or Settings()
+    require_device(settings.device)  # before a child starts: bad input, exit 2
+    report = CheckReport(source=str(source), device=settings.device)
     tree = resolve_into(report, source)
     if tree is None:
         return report
     root = tree.package_dir.parent.resolve()
-    settings = settings or Settings()
     token = secrets.token_hex(16)
     with WorkFolder(None, prefix="regress-check-", keep=False) as work:
         request = {
@@ -78,6 +83,7 @@ def run_check_isolated(
             "matrix": list(matrix),
             "sm": settings.sm,
             "num_sms": settings.num_sms,
+            "device": settings.device,
             "timeout": timeout,
             "token": token,
         }

@@ -172,7 +172,12 @@ def cell_sandbox(plan: Any, cfg: CellSettings, settings: Any, ledger: Any) -> It
     env = SessionEnv({**base, **cfg.env}, {**base.why, **why})
     real = list(dict.fromkeys([*fused_modules(plan), *plan.real])) if cfg.fused else plan.real
     with Sandbox(
-        plan.checkout, real, all_values(plan, cell_settings), env=env, ledger=ledger
+        plan.checkout,
+        real,
+        all_values(plan, cell_settings),
+        env=env,
+        ledger=ledger,
+        device=cell_settings.device,
     ) as sandbox:
         yield sandbox
 

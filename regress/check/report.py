@@ -38,6 +38,8 @@ class CheckReport:
         known: which findings a ``--known`` file matched (:meth:`apply_known`), or None.
         cells: the production-matrix cells run (:mod:`regress.check.matrix`): first the base
             cell of the scenarios outside the matrix, then the ``matrix`` scenario's.
+        device: where upstream's CUDA tensors lived: ``cpu`` (mapped onto the CPU, Triton
+            interpreted) or ``cuda`` (natively on the GPU the ledger names).
     """
 
     source: str
@@ -50,6 +52,12 @@ class CheckReport:
     tree: SourceTree | None = field(default=None, repr=False, compare=False)
     known: KnownOutcome | None = None
     cells: list[str] = field(default_factory=list)
+    device: str = "cpu"
+
+    @property
+    def where(self) -> str:
+        """Where the tree's code ran, as the summaries say it."""
+        return "natively on the GPU" if self.device == "cuda" else "on a CPU"
 
     @property
     def exit_code(self) -> int:
@@ -96,6 +104,7 @@ class CheckReport:
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "cells": list(self.cells),
+            "device": self.device,
             "scenarios": [r.to_json() for r in self.results],
             "sandbox": self.ledger.to_json(),
         }
@@ -113,13 +122,15 @@ class CheckReport:
             ledger=Ledger.from_json(doc.get("sandbox", {})),
             seconds=float(doc.get("seconds", 0.0)),
             cells=list(doc.get("cells", [])),
+            device=doc.get("device", "cpu"),
         )
 
     def lines(self) -> list[str]:
         """A short human summary: one line per scenario, then the first violation of each."""
         if self.status == ReportStatus.NOT_A_TREE:  # bad input: one line, the cause
             return [f"regress check: {self.error}"]
-        head = f"regress check: {self.source} (era {self.era or '?'}): {self.status}"
+        native = f", {self.where}" if self.device != "cpu" else ""  # the CPU's line as it was
+        head = f"regress check: {self.source} (era {self.era or '?'}{native}): {self.status}"
         head += headline(self.known)
         out = [head]
         if self.error:

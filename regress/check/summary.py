@@ -40,7 +40,7 @@ def markdown(report: CheckReport) -> str:
         f"### regress check: {verdict_text(report.status)}{headline(report.known)} "
         f"(exit {report.exit_code})",
         "",
-        f"Tree `{report.source}`, {era}, {report.seconds:.1f} s on a CPU.",
+        f"Tree `{report.source}`, {era}, {report.seconds:.1f} s {report.where}.",
     ]
     if report.error:
         out += ["", f"> {md_cell(report.error)}"]

@@ -1,4 +1,4 @@
-"""``regress check``: run the DSA contracts against a TensorRT-LLM source tree on a CPU."""
+"""``regress check``: run the DSA contracts against a TensorRT-LLM source tree, on a CPU or a GPU."""
 
 from __future__ import annotations
 
@@ -50,6 +50,15 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
     help="SM version the code sees (90 Hopper, 100 Blackwell).",
 )
 @click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="cpu: CUDA allocations land on the CPU and Triton kernels run in its interpreter; cuda: "
+    "the tree's CUDA tensors live on the GPU and its kernels run natively (needs a GPU and a "
+    "CUDA build of torch).",
+)
+@click.option(
     "--timeout",
     type=FiniteFloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
     default=DEFAULT_TIMEOUT_S,
@@ -86,6 +95,7 @@ def check(
     scenarios: tuple[str, ...],
     matrix: tuple[str, ...],
     sm: int,
+    device: str,
     timeout: float,
     json_out: str | None,
     markdown_out: str | None,
@@ -95,7 +105,8 @@ def check(
     """Load the real DSA metadata of a TensorRT-LLM tree on a CPU and check its contracts.
 
     Nothing is built or installed: package __init__ files are skipped, compiled and GPU-only
-    modules are strict stubs, CUDA allocations land on the CPU; the report lists every fake.
+    modules are strict stubs, CUDA allocations land on the CPU (with --device cuda: on the GPU,
+    the tree's Triton kernels native); the report lists every fake.
     The tree's code runs in a child process, so an exit or a hang in it cannot pass for a result;
     only a broken contract (upstream's own code on real inputs) is a verdict. When no verdict is
     possible, the cause is named with the upstream file and line.
@@ -125,7 +136,7 @@ def check(
     report = run_check_isolated(
         source,
         scenarios=scenarios or None,
-        settings=Settings(sm=sm),
+        settings=Settings(sm=sm, device=device),
         timeout=timeout,
         matrix=matrix or ("default",),
     )

@@ -36,7 +36,7 @@ from regress.sandbox.packages import INSTALL_HINT, refused_for
 _HERE = Path(__file__).resolve().parent
 _REGRESS = _HERE.parent
 #: Modules of this package that stand in for upstream: what raises there is the sandbox's.
-SANDBOX_MODULES = frozenset({"fakes", "drafts", "stubs", "eras", "shells"})
+SANDBOX_MODULES = frozenset({"fakes", "drafts", "stubs", "eras", "shells", "llm_args"})
 #: Pass-throughs: the device rewrite calls torch for upstream, so a torch error there is judged
 #: by the frame that called torch.
 TRANSPARENT_MODULES = frozenset({"cuda"})

@@ -19,6 +19,11 @@ interception is counted in the :class:`~regress.sandbox.Ledger`.
 
 The function mode that rewrites placement is per thread in torch: code run in another thread
 (the upstream worker a :mod:`regress.check.caller` run drives) enters :func:`device_mode`.
+
+On a machine with a GPU, ``regress check --device cuda`` runs upstream natively instead
+(:func:`native_cuda`): nothing is rewritten or faked, ``device="cuda"`` tensors live on the GPU,
+host/device twins are distinct as on a real machine, and events and streams are torch's own. The
+ledger names the GPU, so a report says where its verdicts were reached.
 """
 
 from __future__ import annotations
@@ -29,6 +34,31 @@ from collections.abc import Iterator
 from typing import Any
 
 from regress.sandbox import Ledger
+
+#: Where a sandbox session places upstream's ``device="cuda"`` tensors (``--device``).
+DEVICES = ("cpu", "cuda")
+#: Native sessions entered in this process: :func:`device_mode` then rewrites nothing.
+_native_sessions = 0
+
+
+def require_device(device: str) -> None:
+    """Refuse a device this machine cannot run on, before any tree code runs.
+
+    Raises:
+        UsageError: ``device`` is not one of :data:`DEVICES`, or is ``cuda`` where torch sees no
+            CUDA device (a CPU build of torch, or no GPU): the user's to fix (exit 2).
+    """
+    from regress.errors import UsageError
+
+    if device not in DEVICES:
+        raise UsageError(f"--device {device!r}: choose from {', '.join(DEVICES)}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
+            )
 
 
 def _is_cuda(device: Any) -> bool:
@@ -90,8 +120,34 @@ def regress_side() -> Any:
     return torch._C.DisableTorchFunction()
 
 
+def on_executor_device(obj: Any) -> Any:
+    """``obj`` with its tensors where upstream's model executor keeps them: on the GPU in a
+    native session (unchanged on a CPU).
+
+    For the fakes that stand for the executor's side (the worker's inputs, the draft model, the
+    spec metadata): a real executor hands a worker GPU tensors, and upstream indexes one with
+    another, which needs both on one device. ``obj`` is a tensor (a copy is returned) or a fake
+    whose tensor attributes are moved in place (it is returned).
+    """
+    if not _native_sessions:
+        return obj
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.to("cuda")
+    for name, value in vars(obj).items():
+        if isinstance(value, torch.Tensor):
+            setattr(obj, name, value.to("cuda"))
+    return obj
+
+
 def device_mode(ledger: Ledger) -> Any:
-    """The placement rewrite alone, for a thread that runs upstream code under :func:`cuda_on_cpu`."""
+    """The placement rewrite alone, for a thread that runs upstream code under :func:`cuda_on_cpu`.
+
+    Under :func:`native_cuda` there is nothing to rewrite: a null context.
+    """
+    if _native_sessions:
+        return contextlib.nullcontext()
     return _mode_class()(ledger)
 
 
@@ -200,6 +256,35 @@ def cuda_on_cpu(ledger: Ledger) -> Iterator[None]:
             setattr(torch.cuda, name, fn)
         torch.Tensor.record_stream = saved_record  # type: ignore[method-assign]
         FakeEvent._ledger, FakeStream._ledger = saved_ledgers
+
+
+@contextlib.contextmanager
+def native_cuda(ledger: Ledger) -> Iterator[None]:
+    """Upstream's CUDA code as a GPU runs it: no rewrite, no fake; the GPU noted in the ledger."""
+    global _native_sessions
+    import torch
+
+    require_device("cuda")
+    index = torch.cuda.current_device()
+    name = torch.cuda.get_device_name(index)
+    major, minor = torch.cuda.get_device_capability(index)
+    ledger.note(
+        "cuda",
+        "native",
+        f"device=cuda tensors live on cuda:{index} ({name}, sm_{major}{minor}); events, streams "
+        "and host/device copies are torch's own",
+    )
+    _native_sessions += 1
+    try:
+        yield
+    finally:
+        _native_sessions -= 1
+        torch.cuda.synchronize()  # a kernel still running must not outlive the session
+
+
+def placement(ledger: Ledger, device: str) -> Any:
+    """The session's CUDA placement for ``device`` (:data:`DEVICES`)."""
+    return native_cuda(ledger) if device == "cuda" else cuda_on_cpu(ledger)
 
 
 def _noted(ledger: Ledger, name: str, value: Any) -> Any:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from regress.sandbox.llm_args import LLM_ARGS  # the module holding upstream's config classes
+
 #: Hidden size and vocabulary of the fake draft model: small, any size works.
 HIDDEN, VOCAB = 16, 64
 
@@ -58,8 +60,6 @@ SPEC_CONFIGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "DraftTargetOneModelWorker": (("DraftTargetDecodingConfig",), {"max_draft_len": "{k}"}),
 }
-#: The module holding upstream's config classes.
-LLM_ARGS = "tensorrt_llm.llmapi.llm_args"
 
 
 def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
@@ -71,7 +71,7 @@ def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
     for a tree without that file, or whose file cannot load here. The ledger says which, and why.
     """
     names, wanted = SPEC_CONFIGS.get(worker, ((), {}))
-    module, why = _llm_args(up)
+    module, why = llm_args_module(up)
     cls = next((getattr(module, n) for n in names if hasattr(module, n)), None)
     if module is not None and cls is None:
         why = f"{LLM_ARGS} defines none of {', '.join(names) or 'the config classes'}"
@@ -93,8 +93,12 @@ def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
     return FakeSpecConfig(k, mode)
 
 
-def _llm_args(up: Any) -> tuple[Any, str]:
-    """The tree's ``llm_args`` module (loaded once per session), or None and why not."""
+def llm_args_module(up: Any) -> tuple[Any, str]:
+    """The tree's ``llm_args`` module (loaded once per session), or None and why not.
+
+    Shared by :func:`spec_config` and ``regress check``'s ``llm_configs`` scenario, so both see
+    the one module the session loaded.
+    """
     if up.spec_configs is None:
         path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
         if not path.is_file():

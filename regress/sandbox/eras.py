@@ -60,11 +60,14 @@ class Settings:
         num_sms: the SM count.
         fused: the fused decode-metadata gate (:meth:`EraPlan.session_env`): None is upstream's
             default for the tree, True / False force the fused kernel / the eager chain.
+        device: where upstream's ``device="cuda"`` tensors live (:data:`regress.sandbox.cuda.DEVICES`):
+            ``cpu`` maps them onto the CPU, ``cuda`` runs them natively on the GPU.
     """
 
     sm: int = 90
     num_sms: int = 132
     fused: bool | None = None
+    device: str = "cpu"
 
 
 @dataclass

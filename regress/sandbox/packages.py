@@ -6,7 +6,9 @@ The sandbox must not change what upstream decides. Three rules, per package of
 * **Installed and runnable** (``triton``, whose CPU wheel runs ``@triton.jit`` kernels in its
   interpreter): the real package, never a stub. With tensors on the CPU (the sandbox maps CUDA
   onto it) the kernels run interpreted (``TRITON_INTERPRET=1``, set for the session before any
-  kernel is defined; the interpreter needs numpy); every launch is counted in the ledger.
+  kernel is defined; the interpreter needs numpy). Natively on a GPU (``--device cuda``) the
+  variable is unset for the session, so they compile and run as on a production machine. Every
+  launch is counted in the ledger, with how it ran.
 * **Absent, and probed**: the import fails as it would on a machine without the package, so
   upstream takes its own fallback. A probe is an import inside a ``try`` whose handler catches
   ``ImportError`` (or a base of it), inside ``with suppress(ImportError)``, or an
@@ -53,11 +55,19 @@ INSTALL_HINT = {
     "sandbox stubs its code, its installed version answers upstream's version checks), then run "
     "the check again.",
 }
-#: Why the session sets the environment the real packages need.
+#: Why the session sets the environment the real packages need, interpreted (tensors on the CPU)
+#: and native (on a GPU).
 ENV_WHY = {
     "TRITON_INTERPRET": "upstream's @triton.jit kernels run in Triton's interpreter, tensors being "
     "on the CPU"
 }
+NATIVE_ENV_WHY = {
+    "TRITON_INTERPRET": "upstream's @triton.jit kernels compile and run natively on the GPU "
+    "(--device cuda)"
+}
+#: How a launch of a real kernel ran, as the ledger and the fused scenario's note say it.
+HOW_INTERPRETED = "ran for real in Triton's interpreter (TRITON_INTERPRET=1, tensors on the CPU)"
+HOW_NATIVE = "ran natively on the GPU"
 #: Exceptions whose handler makes a ``try`` around an import a probe.
 _CATCHES_IMPORT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 #: Frames of the import machinery and of the sandbox's finder: never the importing site.
@@ -167,7 +177,8 @@ class Packages:
         real: installed packages run for real (:data:`RUNNABLE`).
         stubbed: packages the sandbox answers for (absent, or heavy even when installed).
         absent: the stubbed ones not installed: a probe gets an ``ImportError`` for them.
-        interpret: kernels run in Triton's interpreter (tensors on the CPU).
+        interpret: kernels run in Triton's interpreter (tensors on the CPU); False on a GPU
+            (``--device cuda``), where they run natively.
     """
 
     real: tuple[str, ...]
@@ -176,15 +187,22 @@ class Packages:
     interpret: bool = True
 
     @classmethod
-    def detect(cls, third_party: tuple[str, ...]) -> Packages:
+    def detect(cls, third_party: tuple[str, ...], *, device: str = "cpu") -> Packages:
         real = tuple(n for n in third_party if n in RUNNABLE and installed(n))
         stubbed = tuple(n for n in third_party if n not in real)
         absent = tuple(n for n in stubbed if not installed(n))
-        return cls(real, stubbed, absent)
+        return cls(real, stubbed, absent, interpret=device != "cuda")
 
-    def env(self) -> dict[str, str]:
-        """Environment the session needs for the real packages (Triton's interpreter)."""
-        return {"TRITON_INTERPRET": "1"} if "triton" in self.real and self.interpret else {}
+    def env(self) -> dict[str, str | None]:
+        """Environment the session needs for the real packages: Triton's interpreter on, or, on
+        a GPU, off (None: unset, so an ambient ``TRITON_INTERPRET=1`` cannot slow or change it)."""
+        if "triton" not in self.real:
+            return {}
+        return {"TRITON_INTERPRET": "1" if self.interpret else None}
+
+    def env_why(self) -> dict[str, str]:
+        """Why :meth:`env` sets what it sets."""
+        return dict(ENV_WHY if self.interpret else NATIVE_ENV_WHY) if self.env() else {}
 
     def refuse(self, top: str, ledger: Ledger) -> bool:
         """Whether this request for the absent ``top`` is a probe, which must fail as upstream expects."""
@@ -338,11 +356,7 @@ def kernel_launches(ledger: Ledger, interpret: bool) -> Iterator[None]:
     except ImportError:
         yield
         return
-    how = (
-        "ran for real in Triton's interpreter (TRITON_INTERPRET=1, tensors on the CPU)"
-        if interpret
-        else "ran natively on the GPU"
-    )
+    how = HOW_INTERPRETED if interpret else HOW_NATIVE
     saved = {
         cls: cls.run
         for cls in (InterpretedFunction, JITFunction)
@@ -372,6 +386,11 @@ def compile_reason(packages: Packages) -> str:
     """Why ``torch.compile`` is the identity in this session."""
     if "triton" not in packages.real:
         return "triton is not installed, so torch.compile could not build upstream's GPU code"
+    if not packages.interpret:
+        return (
+            "eager execution on the GPU computes the same values as the compiled code, and "
+            "compiling each function would cost seconds the contracts gain nothing from"
+        )
     return (
         "tensors are on the CPU, where inductor builds C++ instead of the Triton code upstream "
         "ships (and takes ~25 s per function on 2 cores); eager execution computes the same values"
@@ -379,7 +398,11 @@ def compile_reason(packages: Packages) -> str:
 
 
 __all__ = [
+    "ENV_WHY",
+    "HOW_INTERPRETED",
+    "HOW_NATIVE",
     "INSTALL_HINT",
+    "NATIVE_ENV_WHY",
     "RUNNABLE",
     "MissingKernel",
     "Packages",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from regress.sandbox import Ledger, SandboxGap, packages
-from regress.sandbox.cuda import cuda_on_cpu
+from regress.sandbox.cuda import placement
 from regress.sandbox.stubs import THIRD_PARTY, StubModule
 
 ROOT_PACKAGE = "tensorrt_llm"
@@ -116,6 +116,8 @@ class Sandbox:
         env: environment variables set while inside; a value of None unsets the variable, so
             upstream reads its own default (:meth:`regress.sandbox.eras.EraPlan.session_env`).
         ledger: where every fake is recorded.
+        device: ``cpu`` (CUDA mapped onto the CPU, kernels interpreted) or ``cuda`` (upstream
+            native on the GPU): :func:`regress.sandbox.cuda.placement`.
     """
 
     def __init__(
@@ -126,17 +128,20 @@ class Sandbox:
         *,
         env: Mapping[str, str | None] | None = None,
         ledger: Ledger | None = None,
+        device: str = "cpu",
     ) -> None:
         self.checkout = Path(checkout).resolve()
         self.real = set(real)
+        self.device = device
         self._finder = _Finder(self)
-        self.packages = packages.Packages.detect(THIRD_PARTY)
+        self.packages = packages.Packages.detect(THIRD_PARTY, device=device)
         self.values = dict(values)
         if "triton" in self.packages.absent:
             self.values.update(packages.triton_stub_values())
         self.env: Mapping[str, str | None] = env if env is not None else {}
         if self.packages.env():
-            self.env = SessionEnv({**self.env, **self.packages.env()}, getattr(self.env, "why", {}))
+            why = {**getattr(self.env, "why", {}), **self.packages.env_why()}
+            self.env = SessionEnv({**self.env, **self.packages.env()}, why)
         self.ledger = ledger or Ledger()
         self._saved: dict[str, types.ModuleType] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -224,7 +229,7 @@ class Sandbox:
     def _enter(self) -> Sandbox:
         for name in [n for n in sys.modules if self._owned(n)]:
             self._saved[name] = sys.modules.pop(name)
-        why = {**getattr(self.env, "why", {}), **packages.ENV_WHY}
+        why = getattr(self.env, "why", {})
         for key, value in self.env.items():
             self._saved_env[key] = os.environ.get(key)
             if value is None:
@@ -243,8 +248,9 @@ class Sandbox:
                 self._stack.enter_context(packages.interpreted_triton())
             launches = packages.kernel_launches(self.ledger, self.packages.interpret)
             self._stack.enter_context(launches)
-        self._cuda = cuda_on_cpu(self.ledger)
-        self._cuda.__enter__()
+        cuda = placement(self.ledger, self.device)
+        cuda.__enter__()
+        self._cuda = cuda  # only once entered: __exit__ leaves one that failed to enter
         return self
 
     @contextlib.contextmanager
@@ -264,7 +270,8 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         try:
             if self._cuda is not None:
-                self._cuda.__exit__(*exc)
+                self._cuda, cuda = None, self._cuda
+                cuda.__exit__(*exc)
             if self._stack is not None:
                 self._stack.close()
                 self._stack = None

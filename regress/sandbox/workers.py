@@ -242,6 +242,12 @@ def forward_inputs(
         "resource_manager": resource_manager,
         "is_warmup": False,
     }
+    from regress.sandbox.cuda import on_executor_device
+
+    for fake in (draft_model, spec, spec.mtp_hidden_states_manager):
+        on_executor_device(fake)  # natively on the GPU, as the executor's are
+    for name in ("input_ids", "position_ids", "hidden_states", "logits"):
+        values[name] = on_executor_device(values[name])
     params = inspect.signature(getattr(worker.cls, worker.method)).parameters
     accepts_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
     kwargs = {name: v for name, v in values.items() if name in params or accepts_all}

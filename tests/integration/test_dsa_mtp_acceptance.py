@@ -44,10 +44,6 @@ from regress.trtllm.cases import (
     TOLERANCE,
     Case,
     ModelCase,
-    cases,
-    index_share_cases,
-    kv_manager_cases,
-    pool_fill_cases,
 )
 from regress.trtllm.gates import (
     CounterpartRun,
@@ -57,6 +53,7 @@ from regress.trtllm.gates import (
     sentinel_failures,
 )
 from regress.trtllm.hooks import HookConfig, read_report, sentinel_session
+from regress.trtllm.integration import matrix_cases
 from regress.trtllm.requirements import Needs, find_checkpoint, query_devices, skip_reason
 from regress.trtllm.runs import (
     PROMPT_SET_ENV,
@@ -223,15 +220,15 @@ class TestDeepSeekV32:
     """DeepSeek-V3.2-Exp (FP8, DSA) as upstream's test_fp8_blockscale[baseline_mtp1] builds it:
     TP=8 EP=8, Hopper or newer, DEEPGEMM on SM 100/103; see ``DEEPSEEK_V32.why``."""
 
-    @pytest.mark.parametrize("case", _params(cases(DEEPSEEK_V32)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(DEEPSEEK_V32, "test_acceptance")))
     def test_acceptance(self, case, acceptance_runs, prompt_set):
         check_case(case, acceptance_runs, prompt_set, "test_acceptance")
 
-    @pytest.mark.parametrize("case", _params(kv_manager_cases(DEEPSEEK_V32)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(DEEPSEEK_V32, "test_kv_cache_manager")))
     def test_kv_cache_manager(self, case, acceptance_runs, prompt_set):
         check_case(case, acceptance_runs, prompt_set, "test_kv_cache_manager")
 
-    @pytest.mark.parametrize("case", _params(pool_fill_cases(DEEPSEEK_V32)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(DEEPSEEK_V32, "test_indexer_pool_fill")))
     def test_indexer_pool_fill(self, case, run_one, prompt_set):
         check_pool_fill(case, run_one, prompt_set)
 
@@ -246,19 +243,19 @@ class TestGLM52:
     """GLM-5.2 NVFP4 (DSA with cross-layer indexer sharing) as upstream's TestGLM52NVFP4::
     test_mtp_index_share builds it: TP=8 EP=8, CuteDSL MoE, Blackwell; see ``GLM52.why``."""
 
-    @pytest.mark.parametrize("case", _params(cases(GLM52)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(GLM52, "test_acceptance")))
     def test_acceptance(self, case, acceptance_runs, prompt_set):
         check_case(case, acceptance_runs, prompt_set, "test_acceptance")
 
-    @pytest.mark.parametrize("case", _params(kv_manager_cases(GLM52)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(GLM52, "test_kv_cache_manager")))
     def test_kv_cache_manager(self, case, acceptance_runs, prompt_set):
         check_case(case, acceptance_runs, prompt_set, "test_kv_cache_manager")
 
-    @pytest.mark.parametrize("case", _params(index_share_cases(GLM52)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(GLM52, "test_index_share")))
     def test_index_share(self, case, acceptance_runs, prompt_set):
         check_case(case, acceptance_runs, prompt_set, "test_index_share")
 
-    @pytest.mark.parametrize("case", _params(pool_fill_cases(GLM52)))
+    @pytest.mark.parametrize("case", _params(matrix_cases(GLM52, "test_indexer_pool_fill")))
     def test_indexer_pool_fill(self, case, run_one, prompt_set):
         check_pool_fill(case, run_one, prompt_set)
 

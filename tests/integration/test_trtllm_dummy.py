@@ -12,14 +12,12 @@ import pytest
 
 from regress.trtllm.gates import sentinel_failures
 from regress.trtllm.hooks import HookConfig, read_report, sentinel_session
-from regress.trtllm.llm_config import build_spec
+from regress.trtllm.integration import DUMMY_BATCH_SIZE, dummy_spec
 from regress.trtllm.requirements import HOPPER, Needs, skip_reason
 from regress.trtllm.smoke import dummy_prompts, run_smoke
 from regress.trtllm.tiny_config import TinyConfig
 
-BATCH_SIZE = 8
-MAX_DRAFT_LEN = 4
-NUM_PROMPTS = 16  # two full waves of batch 8
+NUM_PROMPTS = 2 * DUMMY_BATCH_SIZE  # two full waves
 MAX_NEW_TOKENS = 64
 # One GPU, no checkpoint; DSA's DeepGEMM indexer kernels need Hopper or newer.
 NEEDS = Needs(gpus=1, min_sm=HOPPER)
@@ -38,16 +36,7 @@ def test_dummy_weights_sentinel_sees_no_violation(cuda_graph, tmp_path):
 
     tiny = TinyConfig()
     model_dir = tiny.write(tmp_path / "tiny-deepseek-v32")
-    spec = build_spec(
-        str(model_dir),
-        batch_size=BATCH_SIZE,
-        max_draft_len=MAX_DRAFT_LEN,
-        cuda_graph=cuda_graph,
-        load_format="dummy",
-        skip_tokenizer_init=True,
-        max_seq_len=512,
-        free_gpu_memory_fraction=0.3,
-    )
+    spec = dummy_spec(model_dir, cuda_graph=cuda_graph)
     hook = HookConfig(
         sink_dir=str(tmp_path / "sentinel"),
         module_names=paths.resolve_installed().dsa_module_names,

@@ -53,7 +53,7 @@ def fused_dsa_decode_metadata(md):
 '''
 FUSED_MAPS = {
     "clean": "    md.req_idx_per_token[:n] = torch.repeat_interleave(\n"
-    "        torch.arange(ns, dtype=torch.int32), md.seq_lens_cuda[:ns])\n",
+    "        torch.arange(ns, dtype=torch.int32, device=md.seq_lens_cuda.device), md.seq_lens_cuda[:ns])\n",
     # right when every request verifies 1 + K tokens, wrong once the draft steps collapse to 1
     "defect": "    md.req_idx_per_token[:n] = torch.arange(n, dtype=torch.int32) // (md.max_draft_tokens + 1)\n",
 }

@@ -176,7 +176,8 @@ _DRAFT_KV_STALE = (
 V4_REBUILD = {
     "post": (
         "        self.req_idx_per_token[:n] = torch.repeat_interleave(\n"
-        "            torch.arange(self.num_seqs, dtype=torch.int32), self.seq_lens_cuda[: self.num_seqs]\n"
+        "            torch.arange(self.num_seqs, dtype=torch.int32, device=self.seq_lens_cuda.device),"
+        " self.seq_lens_cuda[: self.num_seqs]\n"
         "        )\n"
     ),
     # "rebuilds" from the map prepare() built: overwrites the base class's correct map
