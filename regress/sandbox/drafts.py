@@ -96,17 +96,22 @@ def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
 def llm_args_module(up: Any) -> tuple[Any, str]:
     """The tree's ``llm_args`` module (loaded once per session), or None and why not.
 
-    Shared by :func:`spec_config` and ``regress check``'s ``llm_configs`` scenario, so both see
-    the one module the session loaded.
+    Loaded in a session of its own (:func:`regress.sandbox.llm_args.llm_args_session`, with its
+    stand-ins for the compiled bindings): the tree may have imported ``llm_args`` already, and
+    then this session holds its stub (era-B ``speculative/interface.py`` imports
+    ``AdvancedSamplingMode`` from it at module level). The config is built back in this session,
+    so the imports its properties make (``spec_dec_mode``) reach the worker's own modules.
     """
     if up.spec_configs is None:
         path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
         if not path.is_file():
             up.spec_configs = (None, f"the tree has no {path.relative_to(up.plan.checkout)}")
         else:
+            from regress.sandbox.llm_args import llm_args_session
+
             try:
-                up.sandbox.add_real([LLM_ARGS])
-                up.spec_configs = (up.sandbox.load(LLM_ARGS), "")
+                with llm_args_session(up) as module:
+                    up.spec_configs = (module, "")
             except Exception as exc:  # upstream's module needs what the sandbox lacks
                 from regress.sandbox.blame import blame, describe
 

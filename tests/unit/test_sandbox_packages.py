@@ -254,3 +254,21 @@ def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path):
     build_tree(tmp_path, "C")
     with _sandbox(tmp_path):
         assert has_triton_package.__wrapped__() is False  # uncached: asked inside the sandbox
+
+
+def test_spec_config_is_upstreams_even_where_the_tree_imported_llm_args_first(tmp_path):
+    """era-B ``speculative/interface.py`` imports ``AdvancedSamplingMode`` from ``llm_args`` at
+    module level, so the session stubbed ``llm_args`` before a worker asked for its config: the
+    config came from that stub (a placeholder whose ``model_fields`` raised), not from the file."""
+    build_caller_tree(tmp_path)
+    interface = tmp_path / "tensorrt_llm/_torch/speculative/interface.py"
+    interface.write_text(
+        "from tensorrt_llm.llmapi.llm_args import AdvancedSamplingMode  # noqa: F401\n"
+        + interface.read_text()
+    )
+    source = LLM_ARGS + "\n\nclass AdvancedSamplingMode:\n    pass\n"
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": source})
+    report = run_check(tmp_path, scenarios=["req_idx_map"])
+    assert report.exit_code == 0, report.lines()
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert used["spec_config for MTPEagleWorker"].startswith("upstream MTPDecodingConfig"), used
