@@ -94,30 +94,49 @@ def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
 
 
 def llm_args_module(up: Any) -> tuple[Any, str]:
-    """The tree's ``llm_args`` module (loaded once per session), or None and why not.
+    """The tree's ``llm_args`` module, or None and why not: loaded once per run and session kind.
 
     Loaded in a session of its own (:func:`regress.sandbox.llm_args.llm_args_session`, with its
     stand-ins for the compiled bindings): the tree may have imported ``llm_args`` already, and
     then this session holds its stub (era-B ``speculative/interface.py`` imports
     ``AdvancedSamplingMode`` from it at module level). The config is built back in this session,
-    so the imports its properties make (``spec_dec_mode``) reach the worker's own modules.
+    so the imports its properties make (``spec_dec_mode``) reach the worker's own modules. Every
+    matrix cell is a session of its own; the cells that would load it alike share one load
+    (:func:`_session_kind`), as a whole ``--matrix full`` otherwise loads it once per cell.
     """
-    if up.spec_configs is None:
-        path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
-        if not path.is_file():
-            up.spec_configs = (None, f"the tree has no {path.relative_to(up.plan.checkout)}")
-        else:
-            from regress.sandbox.llm_args import llm_args_session
+    loads = up.plan.llm_args_loads
+    kind = _session_kind(up.sandbox)
+    if kind not in loads:
+        loads[kind] = _load_llm_args(up)
+    return loads[kind]
 
-            try:
-                with llm_args_session(up) as module:
-                    up.spec_configs = (module, "")
-            except Exception as exc:  # upstream's module needs what the sandbox lacks
-                from regress.sandbox.blame import blame, describe
 
-                reason = describe(exc, blame(exc, up.plan.checkout))
-                up.spec_configs = (None, f"{LLM_ARGS} cannot load in the sandbox: {reason}")
-    return up.spec_configs
+def _session_kind(sandbox: Any) -> tuple[Any, ...]:
+    """What a load of ``llm_args.py`` depends on besides the tree: the modules run from source,
+    the environment and the stubs' answers (the SM a validator may ask), each named by its why."""
+    answers = sorted(
+        (module, name, entry[1])
+        for module, names in sandbox.values.items()
+        for name, entry in names.items()
+    )
+    env = sorted(sandbox.env.items(), key=lambda item: item[0])
+    return (tuple(sorted(sandbox.real)), tuple(env), tuple(answers))
+
+
+def _load_llm_args(up: Any) -> tuple[Any, str]:
+    path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
+    if not path.is_file():
+        return None, f"the tree has no {path.relative_to(up.plan.checkout)}"
+    from regress.sandbox.llm_args import llm_args_session
+
+    try:
+        with llm_args_session(up) as module:
+            return module, ""
+    except Exception as exc:  # upstream's module needs what the sandbox lacks
+        from regress.sandbox.blame import blame, describe
+
+        reason = describe(exc, blame(exc, up.plan.checkout))
+        return None, f"{LLM_ARGS} cannot load in the sandbox: {reason}"
 
 
 def _declared(cls: type) -> set[str]:

@@ -272,3 +272,32 @@ def test_spec_config_is_upstreams_even_where_the_tree_imported_llm_args_first(tm
     assert report.exit_code == 0, report.lines()
     used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
     assert used["spec_config for MTPEagleWorker"].startswith("upstream MTPDecodingConfig"), used
+
+
+COUNTED = """
+import pathlib
+
+_LOADS = pathlib.Path(__file__).with_suffix(".loads")
+_LOADS.write_text(_LOADS.read_text() + "x" if _LOADS.exists() else "x")
+"""
+
+
+@pytest.mark.parametrize(
+    ("cells", "loads"),
+    [
+        (["fused=off,sm=90", "fused=off,sm=90,pad=on"], 1),
+        (["fused=off,sm=90", "fused=off,sm=100"], 2),
+    ],
+)
+def test_llm_args_loads_once_per_kind_of_session_not_per_cell(tmp_path, cells, loads):
+    """Every matrix cell is a sandbox of its own; loading llm_args.py (314,102 characters @
+    00043967) in each made ``--matrix full`` on the era-B stack 2.4 times the CPU. Cells that
+    differ in what a load sees (the SM a validator may ask) still load it each."""
+    from _matrix_trees import build_matrix_tree
+
+    build_matrix_tree(tmp_path)
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": COUNTED + LLM_ARGS})
+    report = run_check(tmp_path, scenarios=["matrix"], matrix=cells)
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert any(d.startswith("upstream MTPDecodingConfig") for d in used.values()), used
+    assert (tmp_path / "tensorrt_llm/llmapi/llm_args.loads").read_text() == "x" * loads
