@@ -37,6 +37,12 @@ def _weights(seed: int, *shape: int) -> Any:
     return torch.randn(*shape, generator=gen) * 0.5
 
 
+#: What the configs of a separate draft model are given as ``speculative_model``: upstream's
+#: ``EagleDecodingConfig`` and ``DraftTargetDecodingConfig`` refuse None ("Draft model must be
+#: provided for EAGLE", ``llm_args.py`` @ 00043967) and only the executor reads the checkpoint;
+#: here the draft model is regress's own (:class:`FakeDraftModel`).
+DRAFT_MODEL = "regress-fake-draft-model"
+
 #: Upstream's speculative-decoding config class per worker (``tensorrt_llm/llmapi/llm_args.py``:
 #: ``MTPDecodingConfig``, ``EagleDecodingConfig``, ...), the first one the tree defines is used,
 #: and the fields regress sets where the class declares them (``{k}``: the draft length).
@@ -56,9 +62,12 @@ SPEC_CONFIGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "Eagle3OneModelWorker": (
         ("Eagle3DecodingConfig", "EagleDecodingConfig"),
-        {"max_draft_len": "{k}", "eagle3_one_model": True},
+        {"max_draft_len": "{k}", "eagle3_one_model": True, "speculative_model": DRAFT_MODEL},
     ),
-    "DraftTargetOneModelWorker": (("DraftTargetDecodingConfig",), {"max_draft_len": "{k}"}),
+    "DraftTargetOneModelWorker": (
+        ("DraftTargetDecodingConfig",),
+        {"max_draft_len": "{k}", "speculative_model": DRAFT_MODEL},
+    ),
 }
 
 

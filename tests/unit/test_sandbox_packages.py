@@ -301,3 +301,30 @@ def test_llm_args_loads_once_per_kind_of_session_not_per_cell(tmp_path, cells, l
     used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
     assert any(d.startswith("upstream MTPDecodingConfig") for d in used.values()), used
     assert (tmp_path / "tensorrt_llm/llmapi/llm_args.loads").read_text() == "x" * loads
+
+
+EAGLE3_CONFIG = '''
+
+class Eagle3DecodingConfig:
+    """Shape of upstream's: refuses to exist without a draft model, as its validator does."""
+
+    def __init__(self, max_draft_len=1, eagle3_one_model=True, speculative_model=None):
+        if speculative_model is None:
+            raise ValueError("Draft model must be provided for EAGLE")
+        self.max_draft_len = max_draft_len
+        self.max_total_draft_tokens = max_draft_len
+        self.eagle3_one_model = eagle3_one_model
+        self.speculative_model = speculative_model
+'''
+
+
+def test_the_eagle3_config_is_upstreams_where_it_needs_a_draft_model(tmp_path):
+    """``EagleDecodingConfig`` @ 00043967 raises without ``speculative_model``: the eraB-stack's
+    ``Eagle3OneModelWorker`` ran with regress's fallback config before."""
+    build_caller_tree(tmp_path)
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": LLM_ARGS + EAGLE3_CONFIG})
+    report = run_check(tmp_path, scenarios=["draft_callers"])
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert used["spec_config for Eagle3OneModelWorker"].startswith(
+        "upstream Eagle3DecodingConfig"
+    ), used
