@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from regress.sandbox import SandboxGap
+from regress.sandbox.packages import INSTALL_HINT, refused_for
 
 _HERE = Path(__file__).resolve().parent
 _REGRESS = _HERE.parent
@@ -179,6 +180,10 @@ def describe(exc: BaseException, found: Blame) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, SandboxGap):
         return str(exc)
+    missing = refused_for(exc) if found.owner == "import" else None
+    if missing is not None:
+        hint = INSTALL_HINT.get(missing, f"Install {missing} beside regress.")
+        return f"upstream refuses to run without {missing}, not installed here{at} ({text}). {hint}"
     return {
         "upstream": f"{text}{at}",
         "sandbox": f"{found.where} under upstream's call{at} ({text})",

@@ -37,6 +37,12 @@ def _weights(seed: int, *shape: int) -> Any:
     return torch.randn(*shape, generator=gen) * 0.5
 
 
+#: What the configs of a separate draft model are given as ``speculative_model``: upstream's
+#: ``EagleDecodingConfig`` and ``DraftTargetDecodingConfig`` refuse None ("Draft model must be
+#: provided for EAGLE", ``llm_args.py`` @ 00043967) and only the executor reads the checkpoint;
+#: here the draft model is regress's own (:class:`FakeDraftModel`).
+DRAFT_MODEL = "regress-fake-draft-model"
+
 #: Upstream's speculative-decoding config class per worker (``tensorrt_llm/llmapi/llm_args.py``:
 #: ``MTPDecodingConfig``, ``EagleDecodingConfig``, ...), the first one the tree defines is used,
 #: and the fields regress sets where the class declares them (``{k}``: the draft length).
@@ -56,9 +62,12 @@ SPEC_CONFIGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "Eagle3OneModelWorker": (
         ("Eagle3DecodingConfig", "EagleDecodingConfig"),
-        {"max_draft_len": "{k}", "eagle3_one_model": True},
+        {"max_draft_len": "{k}", "eagle3_one_model": True, "speculative_model": DRAFT_MODEL},
     ),
-    "DraftTargetOneModelWorker": (("DraftTargetDecodingConfig",), {"max_draft_len": "{k}"}),
+    "DraftTargetOneModelWorker": (
+        ("DraftTargetDecodingConfig",),
+        {"max_draft_len": "{k}", "speculative_model": DRAFT_MODEL},
+    ),
 }
 
 
@@ -94,25 +103,49 @@ def spec_config(up: Any, worker: str, k: int, mode: Any) -> Any:
 
 
 def llm_args_module(up: Any) -> tuple[Any, str]:
-    """The tree's ``llm_args`` module (loaded once per session), or None and why not.
+    """The tree's ``llm_args`` module, or None and why not: loaded once per run and session kind.
 
-    Shared by :func:`spec_config` and ``regress check``'s ``llm_configs`` scenario, so both see
-    the one module the session loaded.
+    Loaded in a session of its own (:func:`regress.sandbox.llm_args.llm_args_session`, with its
+    stand-ins for the compiled bindings): the tree may have imported ``llm_args`` already, and
+    then this session holds its stub (era-B ``speculative/interface.py`` imports
+    ``AdvancedSamplingMode`` from it at module level). The config is built back in this session,
+    so the imports its properties make (``spec_dec_mode``) reach the worker's own modules. Every
+    matrix cell is a session of its own; the cells that would load it alike share one load
+    (:func:`_session_kind`), as a whole ``--matrix full`` otherwise loads it once per cell.
     """
-    if up.spec_configs is None:
-        path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
-        if not path.is_file():
-            up.spec_configs = (None, f"the tree has no {path.relative_to(up.plan.checkout)}")
-        else:
-            try:
-                up.sandbox.add_real([LLM_ARGS])
-                up.spec_configs = (up.sandbox.load(LLM_ARGS), "")
-            except Exception as exc:  # upstream's module needs what the sandbox lacks
-                from regress.sandbox.blame import blame, describe
+    loads = up.plan.llm_args_loads
+    kind = _session_kind(up.sandbox)
+    if kind not in loads:
+        loads[kind] = _load_llm_args(up)
+    return loads[kind]
 
-                reason = describe(exc, blame(exc, up.plan.checkout))
-                up.spec_configs = (None, f"{LLM_ARGS} cannot load in the sandbox: {reason}")
-    return up.spec_configs
+
+def _session_kind(sandbox: Any) -> tuple[Any, ...]:
+    """What a load of ``llm_args.py`` depends on besides the tree: the modules run from source,
+    the environment and the stubs' answers (the SM a validator may ask), each named by its why."""
+    answers = sorted(
+        (module, name, entry[1])
+        for module, names in sandbox.values.items()
+        for name, entry in names.items()
+    )
+    env = sorted(sandbox.env.items(), key=lambda item: item[0])
+    return (tuple(sorted(sandbox.real)), tuple(env), tuple(answers))
+
+
+def _load_llm_args(up: Any) -> tuple[Any, str]:
+    path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
+    if not path.is_file():
+        return None, f"the tree has no {path.relative_to(up.plan.checkout)}"
+    from regress.sandbox.llm_args import llm_args_session
+
+    try:
+        with llm_args_session(up) as module:
+            return module, ""
+    except Exception as exc:  # upstream's module needs what the sandbox lacks
+        from regress.sandbox.blame import blame, describe
+
+        reason = describe(exc, blame(exc, up.plan.checkout))
+        return None, f"{LLM_ARGS} cannot load in the sandbox: {reason}"
 
 
 def _declared(cls: type) -> set[str]:
@@ -147,6 +180,9 @@ class FakeSpecConfig:
 
     use_relaxed_acceptance_for_thinking = False
     use_sa_spec = False
+    #: No suffix-automaton enhancer: ``MTPWorker.__init__`` (``speculative/mtp.py`` @ 9eabd2df)
+    #: reads ``spec_config.sa_config`` and builds one only when it is not None.
+    sa_config = None
     draft_offload_enabled = False
     draft_offload_v2 = False
 

@@ -85,6 +85,11 @@ class EraPlan:
     runner_module: str | None
     fused_gates: tuple[FusedGate, ...] = ()
     caller_modules: tuple[str, ...] = ()
+    #: the tree's ``llm_args`` module (or why not) per kind of session, loaded once per run
+    #: whatever the number of matrix cells (:func:`regress.sandbox.drafts.llm_args_module`)
+    llm_args_loads: dict[tuple[Any, ...], tuple[Any, str]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def checkout(self) -> Path:
@@ -249,7 +254,6 @@ class Upstream:
     ledger: Ledger
     sandbox: Any = None
     workers: Any = None  # regress.sandbox.workers.Catalog, loaded on first use
-    spec_configs: Any = None  # the tree's llm_args module or why not (regress.sandbox.drafts)
     #: a production-matrix cell's params switches (``build_params``'s ``overrides``)
     sparse_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: the production-matrix cell this sandbox was set up for (``regress.check.production``)

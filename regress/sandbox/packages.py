@@ -35,6 +35,7 @@ import contextlib
 import functools
 import importlib.abc
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +48,12 @@ from regress.sandbox import Ledger, SandboxGap
 RUNNABLE = ("triton",)
 #: What a gap caused by a missing package asks the reader to do.
 INSTALL_HINT = {
-    "triton": f"Install triton beside torch ({install_hint('check')}), then run the check again."
+    "triton": f"Install triton beside torch ({install_hint('check')}), then run the check again.",
+    # SpecWorkerBase refuses to build without flashinfer>=0.6.4 (speculative/interface.py stored
+    # id 57352998664); its dependencies are GPU-only, and the sandbox never runs its code.
+    "flashinfer": "Install flashinfer beside regress (pip install --no-deps flashinfer-python: the "
+    "sandbox stubs its code, its installed version answers upstream's version checks), then run "
+    "the check again.",
 }
 #: Why the session sets the environment the real packages need, interpreted (tensors on the CPU)
 #: and native (on a GPU).
@@ -238,6 +244,45 @@ class Packages:
 
     def hint(self, top: str) -> str:
         return INSTALL_HINT.get(top, "") if top in self.absent else ""
+
+    def version(self, top: str) -> str | None:
+        """The installed version of the stubbed ``top`` (None where absent or unknown).
+
+        A stub stands for the module's code, not for what the machine has: upstream reads a
+        package's ``__version__`` to decide whether a path is available (``SpecWorkerBase``
+        requires ``flashinfer>=0.6.4`` at construction, ``speculative/interface.py`` stored id
+        57352998664), so the stub of an installed package answers with the installed version.
+        """
+        if top not in self.stubbed or top in self.absent:
+            return None
+        return distribution_version(top)
+
+
+def refused_for(exc: BaseException) -> str | None:
+    """The absent third-party package an explicit ``raise ImportError(...)`` of upstream names.
+
+    Upstream raises on its own when a package it needs at run time is missing (``SpecWorkerBase``:
+    ``ImportError("Speculative decoding requires flashinfer>=0.6.4 ...")``): a package this
+    machine lacks, not a tree that cannot be imported.
+    """
+    from regress.sandbox.stubs import THIRD_PARTY
+
+    if not isinstance(exc, ImportError) or exc.name is not None:
+        return None  # the import machinery's own failure names the module it could not find
+    text = str(exc)
+    return next((p for p in THIRD_PARTY if re.search(rf"\b{p}\b", text) and not installed(p)), None)
+
+
+def distribution_version(top: str) -> str | None:
+    """The version of the installed distribution that provides the import name ``top``."""
+    import importlib.metadata as metadata
+
+    for dist in metadata.packages_distributions().get(top, []):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 class MissingKernel:

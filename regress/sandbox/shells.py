@@ -266,13 +266,18 @@ class Sandbox:
                 "__init__ defines): check a complete checkout, or add a value for it to "
                 "regress.sandbox.eras if faking it is safe."
             )
-        return StubModule(
+        stub = StubModule(
             name,
             values=self.values.get(name, {}),
             ledger=self.ledger,
             root=self.checkout,
             hint=hint,
         )
+        version = self.packages.version(top) if name == top else None
+        if version is not None:
+            stub.__dict__["__version__"] = version
+            self.ledger.note("value", f"{name}.__version__", f"{version}: the installed version")
+        return stub
 
     def __enter__(self) -> Sandbox:
         try:
@@ -382,7 +387,21 @@ class Sandbox:
         except SandboxGap:
             raise
         except ImportError as exc:
-            raise SandboxGap(
-                f"an importable {exc.name or module} (importing {module}: {exc})",
-                hint="Mark it real or stubbed in regress.sandbox.eras.",
-            ) from exc
+            raise self._import_gap(module, exc) from exc
+
+    def _import_gap(self, module: str, exc: ImportError) -> SandboxGap:
+        """Whose the failed import is: a name the tree's own module lacks, or the sandbox's."""
+        path = Path(exc.path).resolve() if exc.path else None
+        if exc.name in self.real and path is not None and path.is_relative_to(self.checkout):
+            # ``from .mtp import MTPSampler`` where the tree's mtp.py runs but has no such name:
+            # files of different commits (a stored eagle3.py older than its mtp.py), not a fake.
+            return SandboxGap(
+                f"a name the tree's {path.relative_to(self.checkout)} does not define "
+                f"(importing {module}: {exc})",
+                hint="The tree's files disagree (taken from different commits?): check a "
+                "checkout whose files come from one commit.",
+            )
+        return SandboxGap(
+            f"an importable {exc.name or module} (importing {module}: {exc})",
+            hint="Mark it real or stubbed in regress.sandbox.eras.",
+        )

@@ -26,9 +26,9 @@ needs_triton = pytest.mark.skipif(
 WORKER = "upstream tensorrt_llm/_torch/speculative/eagle3.py::MTPEagleWorker._forward_impl"
 PROBES = {
     # regress's own fake modules, shaped like upstream's availability probes
-    "try_import": "try:\n    import flashinfer\n    AVAILABLE = True\nexcept ImportError:\n"
+    "try_import": "try:\n    import deep_gemm\n    AVAILABLE = True\nexcept ImportError:\n"
     "    AVAILABLE = False\n",
-    "find_spec": "import importlib.util\n\nAVAILABLE = importlib.util.find_spec('flashinfer') "
+    "find_spec": "import importlib.util\n\nAVAILABLE = importlib.util.find_spec('deep_gemm') "
     "is not None\n",
     "suppress": "import contextlib\n\nAVAILABLE = False\nwith contextlib.suppress(ImportError):\n"
     "    import deep_gemm\n    AVAILABLE = True\n",
@@ -188,6 +188,7 @@ class MTPDecodingConfig:
         self.max_total_draft_tokens = max_draft_len
         self.use_mtp_vanilla = use_mtp_vanilla
         self.sa_config = None
+        self.field_only_upstream_has = None
         self.use_relaxed_acceptance_for_thinking = False
         self.use_sa_spec = False
         self.draft_offload_enabled = False
@@ -207,12 +208,13 @@ def test_upstreams_own_spec_config_is_built_from_llm_args(tmp_path):
     eagle.write_text(
         eagle.read_text().replace(
             "        self.spec_config = spec_config\n",
-            "        self.spec_config = spec_config\n        self.sa = spec_config.sa_config\n",
+            "        self.spec_config = spec_config\n"
+            "        self.new = spec_config.field_only_upstream_has\n",
             1,
         )
     )
     plain = run_check(tmp_path, scenarios=["req_idx_map"])
-    assert plain.exit_code == 3  # the fake lacks sa_config: the fallback drifted
+    assert plain.exit_code == 3  # the fallback lacks the field: it drifted
     write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": LLM_ARGS})
     report = run_check(tmp_path, scenarios=["req_idx_map"])
     assert report.exit_code == 0, report.lines()
@@ -252,3 +254,77 @@ def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path):
     build_tree(tmp_path, "C")
     with _sandbox(tmp_path):
         assert has_triton_package.__wrapped__() is False  # uncached: asked inside the sandbox
+
+
+def test_spec_config_is_upstreams_even_where_the_tree_imported_llm_args_first(tmp_path):
+    """era-B ``speculative/interface.py`` imports ``AdvancedSamplingMode`` from ``llm_args`` at
+    module level, so the session stubbed ``llm_args`` before a worker asked for its config: the
+    config came from that stub (a placeholder whose ``model_fields`` raised), not from the file."""
+    build_caller_tree(tmp_path)
+    interface = tmp_path / "tensorrt_llm/_torch/speculative/interface.py"
+    interface.write_text(
+        "from tensorrt_llm.llmapi.llm_args import AdvancedSamplingMode  # noqa: F401\n"
+        + interface.read_text()
+    )
+    source = LLM_ARGS + "\n\nclass AdvancedSamplingMode:\n    pass\n"
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": source})
+    report = run_check(tmp_path, scenarios=["req_idx_map"])
+    assert report.exit_code == 0, report.lines()
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert used["spec_config for MTPEagleWorker"].startswith("upstream MTPDecodingConfig"), used
+
+
+COUNTED = """
+import pathlib
+
+_LOADS = pathlib.Path(__file__).with_suffix(".loads")
+_LOADS.write_text(_LOADS.read_text() + "x" if _LOADS.exists() else "x")
+"""
+
+
+@pytest.mark.parametrize(
+    ("cells", "loads"),
+    [
+        (["fused=off,sm=90", "fused=off,sm=90,pad=on"], 1),
+        (["fused=off,sm=90", "fused=off,sm=100"], 2),
+    ],
+)
+def test_llm_args_loads_once_per_kind_of_session_not_per_cell(tmp_path, cells, loads):
+    """Every matrix cell is a sandbox of its own; loading llm_args.py (314,102 characters @
+    00043967) in each made ``--matrix full`` on the era-B stack 2.4 times the CPU. Cells that
+    differ in what a load sees (the SM a validator may ask) still load it each."""
+    from _matrix_trees import build_matrix_tree
+
+    build_matrix_tree(tmp_path)
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": COUNTED + LLM_ARGS})
+    report = run_check(tmp_path, scenarios=["matrix"], matrix=cells)
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert any(d.startswith("upstream MTPDecodingConfig") for d in used.values()), used
+    assert (tmp_path / "tensorrt_llm/llmapi/llm_args.loads").read_text() == "x" * loads
+
+
+EAGLE3_CONFIG = '''
+
+class Eagle3DecodingConfig:
+    """Shape of upstream's: refuses to exist without a draft model, as its validator does."""
+
+    def __init__(self, max_draft_len=1, eagle3_one_model=True, speculative_model=None):
+        if speculative_model is None:
+            raise ValueError("Draft model must be provided for EAGLE")
+        self.max_draft_len = max_draft_len
+        self.max_total_draft_tokens = max_draft_len
+        self.eagle3_one_model = eagle3_one_model
+        self.speculative_model = speculative_model
+'''
+
+
+def test_the_eagle3_config_is_upstreams_where_it_needs_a_draft_model(tmp_path):
+    """``EagleDecodingConfig`` @ 00043967 raises without ``speculative_model``: the eraB-stack's
+    ``Eagle3OneModelWorker`` ran with regress's fallback config before."""
+    build_caller_tree(tmp_path)
+    write_files(tmp_path, {"tensorrt_llm/llmapi/llm_args.py": LLM_ARGS + EAGLE3_CONFIG})
+    report = run_check(tmp_path, scenarios=["draft_callers"])
+    used = {f.name: f.detail for f in report.ledger.fakes.values() if f.kind == "collaborator"}
+    assert used["spec_config for Eagle3OneModelWorker"].startswith(
+        "upstream Eagle3DecodingConfig"
+    ), used
