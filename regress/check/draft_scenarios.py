@@ -30,6 +30,7 @@ import inspect
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
+from regress.check.production import kernel_missing
 from regress.check.status import ScenarioStatus
 from regress.check.steps import (
     ScenarioResult,
@@ -179,6 +180,10 @@ def fused_metadata(up: Any) -> list[ScenarioResult]:
             ScenarioStatus.SKIP,
             "the DSA module reads no fused-metadata gate",
         )
+        return [result]
+    missing = kernel_missing(up.plan)
+    if missing:
+        result.status, result.note = ScenarioStatus.GAP, missing
         return [result]
     before = _launches(up)
     with up.session(fused=True) as fused:

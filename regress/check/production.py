@@ -78,6 +78,32 @@ def triton_missing(plan: Any, cell: Cell) -> str:
     )
 
 
+def kernel_missing(plan: Any, cell: Cell | None = None) -> str:
+    """Why the fused path cannot run here ('' when it can): the DSA module imports its kernel from
+    a module the tree lacks (a partial tree, not a checkout; :func:`regress.sandbox.gates.kernel_imports`).
+
+    Asked before a ``fused=on`` cell (or the fused scenario, ``cell`` None) runs, so the result is
+    one gap naming the file to add, not a call of a stub deep inside ``on_update_kv_lens()``.
+    """
+    from regress.sandbox.gates import kernel_imports
+
+    if cell is not None and not cell.on("fused"):
+        return ""
+    dsa = plan.tree.dsa_metadata.file
+    root = plan.tree.package_dir.parent
+    for imp in kernel_imports(dsa):
+        if imp.file.is_file() or (imp.file.with_suffix("") / "__init__.py").is_file():
+            continue
+        where = f"cell {cell}: " if cell is not None else ""
+        return (
+            f"{where}the fused decode-metadata path calls {', '.join(imp.names)} "
+            f"({dsa.relative_to(root)}:{imp.line} imports it), and this tree has no "
+            f"{imp.file.relative_to(root)}: not a complete checkout. Add that file of the same "
+            "commit (upstream later moved the kernel to sparse/dsa/kernels.py @ 25dc9ac1)"
+        )
+    return ""
+
+
 def fused_modules(plan: Any) -> list[str]:
     """The modules beside the DSA module defining a fused decode-metadata kernel
     (``def fused_dsa_decode_metadata``: ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later
@@ -200,7 +226,7 @@ def run_cells(
     for cell in cells:
         cfg = settings_for(cell, plan.fused_gates)
         results: list[ScenarioResult] = []
-        missing = triton_missing(plan, cell)
+        missing = kernel_missing(plan, cell) or triton_missing(plan, cell)
         try:
             if missing:
                 raise SandboxGap(missing)
@@ -225,4 +251,13 @@ def run_cells(
     return out
 
 
-__all__ = ["CAPACITY", "DRAFT_LEN", "MATRIX", "VERIFY", "cell_sandbox", "run_cell", "run_cells"]
+__all__ = [
+    "CAPACITY",
+    "DRAFT_LEN",
+    "MATRIX",
+    "VERIFY",
+    "cell_sandbox",
+    "kernel_missing",
+    "run_cell",
+    "run_cells",
+]
