@@ -190,10 +190,14 @@ class Sandbox:
 
     def _stub(self, name: str) -> types.ModuleType:
         top = name.partition(".")[0]
-        absent = " (not installed)" if top in self.packages.absent else ""
-        self.ledger.note("module-stub", name, f"strict stub{absent}")
-        hint = self.packages.hint(top)
         base = self.checkout / Path(*name.split("."))
+        if top == ROOT_PACKAGE:
+            # how complete the tree is, read off the ledger: a checkout has every such file
+            where = " (in the tree, not executed)" if _exists(base) else " (not in the tree)"
+        else:
+            where = " (not installed)" if top in self.packages.absent else ""
+        self.ledger.note("module-stub", name, f"strict stub{where}")
+        hint = self.packages.hint(top)
         if top == ROOT_PACKAGE and not _exists(base):
             rel = base.relative_to(self.checkout)
             hint = (
