@@ -23,8 +23,9 @@
 # benchmarks/check_matrix.md.
 #
 # regress is installed as benchmarks/gpu_session.sh installs it: a wheel from .whl/ when there is
-# one (`pip wheel --no-deps . -w .whl` just before the call), else the checkout on PYTHONPATH
-# with a `regress` shim.
+# one (`pip wheel --no-deps . -w .whl` just before the call), else the checkout on PYTHONPATH.
+# The wheel replaces whatever regress $PYTHON has, so on a dev machine run it without .whl/.
+# Delete .real/ after the call: upstream code does not stay in a checkout of this repository.
 set -u
 OUT=${OUT:?set OUT to a folder for the results}
 mkdir -p "$OUT"
