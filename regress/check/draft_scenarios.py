@@ -188,7 +188,7 @@ def fused_metadata(up: Any) -> list[ScenarioResult]:
     before = _launches(up)
     with up.session(fused=True) as fused:
         md, kvm = target_forward(fused, DECODE)
-        drive(fused, md, kvm, DraftSettings(3, ACCEPTED), result)
+        drive(fused, md, kvm, DraftSettings(3, ACCEPTED), result, fused_gates=gates)
         env = fused.sandbox.env
     launched = {k: n - before.get(k, 0) for k, n in _launches(up).items() if n > before.get(k, 0)}
     gate = ", ".join(f"{g.name}={env.get(g.name)}" for g in gates)

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from regress.check.caller import DraftSettings
+from regress.check.differential import fused_vs_eager
 from regress.check.matrix import Cell, CellSettings, settings_for
 from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
 from regress.check.results import ScenarioResult, stale_message
@@ -140,7 +141,8 @@ def run_cell(up: Any) -> list[ScenarioResult]:
     live = blueprint.make()
     blueprint.prepare(live, first)
     result.add(_tag(observe(live, "f1:prepare", result, pages=kvm), cell), "f1:prepare")
-    drive(up, live, kvm, DraftSettings(k, first.accepted()), result)
+    gates = up.plan.fused_gates if cfg.fused else ()
+    drive(up, live, kvm, DraftSettings(k, first.accepted()), result, fused_gates=gates)
     second = following(first, dummy)
     announce_speculation(live, second.batch_size, k)
     if cfg.overlap:
@@ -153,7 +155,9 @@ def run_cell(up: Any) -> list[ScenarioResult]:
         label = "f2:prepare"
     _oracle(live, blueprint, label, cell, result)
     result.add(_tag(observe(live, label, result, pages=kvm), cell), label)
-    drive(up, live, kvm, DraftSettings(k, second.accepted()), result)
+    if cfg.overlap:  # the correction ran on_update_kv_lens(): the kernel, when fused
+        result.add(fused_vs_eager(live, gates, label), label)
+    drive(up, live, kvm, DraftSettings(k, second.accepted()), result, fused_gates=gates)
     result.violations = _tag(result.violations, cell)
     result.note = (
         f"{first.describe()}{' (CUDA-graph padded)' if cfg.pad else ''}; forward 2 "
