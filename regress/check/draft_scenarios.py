@@ -30,6 +30,7 @@ import inspect
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
+from regress.check.production import kernel_missing
 from regress.check.status import ScenarioStatus
 from regress.check.steps import (
     ScenarioResult,
@@ -180,10 +181,14 @@ def fused_metadata(up: Any) -> list[ScenarioResult]:
             "the DSA module reads no fused-metadata gate",
         )
         return [result]
+    missing = kernel_missing(up.plan)
+    if missing:
+        result.status, result.note = ScenarioStatus.GAP, missing
+        return [result]
     before = _launches(up)
     with up.session(fused=True) as fused:
         md, kvm = target_forward(fused, DECODE)
-        drive(fused, md, kvm, DraftSettings(3, ACCEPTED), result)
+        drive(fused, md, kvm, DraftSettings(3, ACCEPTED), result, fused_gates=gates)
         env = fused.sandbox.env
     launched = {k: n - before.get(k, 0) for k, n in _launches(up).items() if n > before.get(k, 0)}
     gate = ", ".join(f"{g.name}={env.get(g.name)}" for g in gates)

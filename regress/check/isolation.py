@@ -42,6 +42,20 @@ from regress.sandbox.eras import Settings
 
 #: Seconds the tree's loading and the scenarios may take by default (about 1 s on 2 busy cores).
 DEFAULT_TIMEOUT_S = 60.0
+#: Seconds more per production-matrix cell past the default run's: a cell is a fresh sandbox, two
+#: forwards and their draft loops, 0.1-0.3 s on a quiet 2-core box and several times that when
+#: it is shared; ``--matrix full`` (128 cells) once timed out at 60 s at load 8 on a real era-C
+#: tree (benchmarks/check_matrix.md).
+PER_CELL_S = 2.0
+
+
+def default_timeout(matrix: Sequence[str]) -> float:
+    """The ``--timeout`` a check with ``--matrix matrix`` gets when none is given."""
+    from regress.check.matrix import PRODUCTION, most_cells
+
+    return DEFAULT_TIMEOUT_S + PER_CELL_S * max(0, most_cells(matrix) - len(PRODUCTION))
+
+
 #: Seconds on top of the timeout for the child's start (interpreter, ``import torch``: up to
 #: several seconds on a loaded machine) and its stack dump, before the parent kills its group.
 GRACE_S = 30.0
@@ -54,7 +68,7 @@ def run_check_isolated(
     *,
     scenarios: Sequence[str] | None = None,
     settings: Settings | None = None,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout: float | None = None,
     matrix: Sequence[str] = ("default",),
 ) -> CheckReport:
     """:func:`~regress.check.check.run_check` in a child process; see the module docstring.
@@ -69,6 +83,7 @@ def run_check_isolated(
     started = time.monotonic()
     settings = settings or Settings()
     require_device(settings.device)  # before a child starts: bad input, exit 2
+    timeout = timeout if timeout is not None else default_timeout(matrix)
     report = CheckReport(source=str(source), device=settings.device)
     tree = resolve_into(report, source)
     if tree is None:

@@ -232,6 +232,15 @@ def cells(specs: Iterable[str], axes: TreeAxes) -> list[Cell]:
     return list(out)
 
 
+def most_cells(specs: Iterable[str]) -> int:
+    """At most how many cells ``--matrix specs`` runs on any tree (no tree needed: a tree lacking
+    an axis runs fewer), for budgets set before the tree loads."""
+    n = 0
+    for spec in specs:
+        n += {"default": len(PRODUCTION), "full": 2 ** len(AXES)}.get(spec, 1)
+    return n
+
+
 def base_cell(axes: TreeAxes, sm: int, fused: bool | None = None) -> Cell:
     """The cell the scenarios outside the matrix run in (:data:`BASE` at ``--sm``), with
     ``fused`` as the session ran it (None: the tree has no gate; :data:`BASE`'s value)."""
@@ -297,5 +306,6 @@ __all__ = [
     "cells",
     "check_spec",
     "find_axes",
+    "most_cells",
     "settings_for",
 ]

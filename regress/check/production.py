@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regress.check.caller import DraftSettings
+from regress.check.differential import fused_vs_eager
 from regress.check.matrix import Cell, CellSettings, settings_for
 from regress.check.overlap import capture_size, correct, following, host_assumed, offsets, padded
 from regress.check.results import ScenarioResult, stale_message
@@ -90,6 +91,32 @@ def kernel_files(plan: Any) -> KernelFiles:
     return KernelFiles(tuple(fused), tuple(triton))
 
 
+def kernel_missing(plan: Any, cell: Cell | None = None) -> str:
+    """Why the fused path cannot run here ('' when it can): the DSA module imports its kernel from
+    a module the tree lacks (a partial tree, not a checkout; :func:`regress.sandbox.gates.kernel_imports`).
+
+    Asked before a ``fused=on`` cell (or the fused scenario, ``cell`` None) runs, so the result is
+    one gap naming the file to add, not a call of a stub deep inside ``on_update_kv_lens()``.
+    """
+    from regress.sandbox.gates import kernel_imports
+
+    if cell is not None and not cell.on("fused"):
+        return ""
+    dsa = plan.tree.dsa_metadata.file
+    root = plan.tree.package_dir.parent
+    for imp in kernel_imports(dsa):
+        if imp.file.is_file() or (imp.file.with_suffix("") / "__init__.py").is_file():
+            continue
+        where = f"cell {cell}: " if cell is not None else ""
+        return (
+            f"{where}the fused decode-metadata path calls {', '.join(imp.names)} "
+            f"({dsa.relative_to(root)}:{imp.line} imports it), and this tree has no "
+            f"{imp.file.relative_to(root)}: not a complete checkout. Add that file of the same "
+            "commit (upstream later moved the kernel to sparse/dsa/kernels.py @ 25dc9ac1)"
+        )
+    return ""
+
+
 def fused_modules(plan: Any) -> list[str]:
     """The modules beside the DSA module defining a fused decode-metadata kernel
     (:attr:`KernelFiles.fused`)."""
@@ -129,7 +156,8 @@ def run_cell(up: Any) -> list[ScenarioResult]:
     live = blueprint.make()
     blueprint.prepare(live, first)
     result.add(_tag(observe(live, "f1:prepare", result, pages=kvm), cell), "f1:prepare")
-    drive(up, live, kvm, DraftSettings(k, first.accepted()), result)
+    gates = up.plan.fused_gates if cfg.fused else ()
+    drive(up, live, kvm, DraftSettings(k, first.accepted()), result, fused_gates=gates)
     second = following(first, dummy)
     announce_speculation(live, second.batch_size, k)
     if cfg.overlap:
@@ -142,7 +170,9 @@ def run_cell(up: Any) -> list[ScenarioResult]:
         label = "f2:prepare"
     _oracle(live, blueprint, label, cell, result)
     result.add(_tag(observe(live, label, result, pages=kvm), cell), label)
-    drive(up, live, kvm, DraftSettings(k, second.accepted()), result)
+    if cfg.overlap:  # the correction ran on_update_kv_lens(): the kernel, when fused
+        result.add(fused_vs_eager(live, gates, label), label)
+    drive(up, live, kvm, DraftSettings(k, second.accepted()), result, fused_gates=gates)
     result.violations = _tag(result.violations, cell)
     result.note = (
         f"{first.describe()}{' (CUDA-graph padded)' if cfg.pad else ''}; forward 2 "
@@ -228,7 +258,7 @@ def run_cells(
     for cell in cells:
         cfg = settings_for(cell, plan.fused_gates)
         results: list[ScenarioResult] = []
-        missing = triton_missing(kernels, cell)
+        missing = kernel_missing(plan, cell) or triton_missing(kernels, cell)
         try:
             if missing:
                 raise SandboxGap(missing)
@@ -253,4 +283,13 @@ def run_cells(
     return out
 
 
-__all__ = ["CAPACITY", "DRAFT_LEN", "MATRIX", "VERIFY", "cell_sandbox", "run_cell", "run_cells"]
+__all__ = [
+    "CAPACITY",
+    "DRAFT_LEN",
+    "MATRIX",
+    "VERIFY",
+    "cell_sandbox",
+    "kernel_missing",
+    "run_cell",
+    "run_cells",
+]

@@ -156,6 +156,9 @@ class CheckReport:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         if kinds or self.ledger.real_modules:
             faked = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            absent = sum("(not in the tree)" in f.detail for f in fakes)
+            if absent:  # a partial tree: upstream modules a checkout has were stubbed
+                faked += f" ({absent} stubbed module(s) not in the tree)"
             out.append(
                 f"  real modules: {len(self.ledger.real_modules)}; faked: {faked} (--json lists them)"
             )

@@ -11,7 +11,7 @@ model's attention reads the DSA maps is the model's, which regress does not know
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -119,11 +119,31 @@ def caller_note(run: CallerRun) -> str:
 
 
 def drive(
-    up: Any, md: Any, pages: Any, settings: DraftSettings, result: ScenarioResult
+    up: Any,
+    md: Any,
+    pages: Any,
+    settings: DraftSettings,
+    result: ScenarioResult,
+    *,
+    fused_gates: Sequence[Any] = (),
 ) -> CallerRun:
-    """Run the best caller on ``md``, judge every checkpoint into ``result``, name the caller."""
+    """Run the best caller on ``md``, judge every checkpoint into ``result``, name the caller.
+
+    ``fused_gates``: in a session that runs the fused kernel, the tree's gates; every rebuilt
+    checkpoint is then also held to upstream's fused-vs-eager contract
+    (:func:`regress.check.differential.fused_vs_eager`).
+    """
+    from regress.check.differential import fused_vs_eager
+
     run = caller_checkpoints(up, md, settings)
     for cp in run:
         judge(cp, result, pages=pages)
+        if (
+            fused_gates
+            and cp.guaranteed
+            and cp.rebuilt
+            and getattr(md, "seq_lens", None) is not None
+        ):
+            result.add(fused_vs_eager(md, fused_gates, cp.label), cp.label)
     result.note = caller_note(run)
     return run

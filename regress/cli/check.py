@@ -9,7 +9,7 @@ import click
 
 from regress.check.catalog import scenario_help, scenario_names
 from regress.check.check import ENV_VAR
-from regress.check.isolation import DEFAULT_TIMEOUT_S
+from regress.check.isolation import DEFAULT_TIMEOUT_S, PER_CELL_S
 from regress.cli.options import FiniteFloatRange
 from regress.errors import BAD_INPUT, UNFINISHED, exit_codes_help
 
@@ -61,11 +61,12 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 @click.option(
     "--timeout",
     type=FiniteFloatRange(min=0, max=MAX_TIMEOUT_S, min_open=True),
-    default=DEFAULT_TIMEOUT_S,
-    show_default=True,
+    default=None,
     metavar="SECONDS",
     help="Seconds the tree's code may run (loading and scenarios, in a child process; its start "
-    "and import torch are not counted) before the check is a gap, exit 3: a hang.",
+    "and import torch are not counted) before the check is a gap, exit 3: a hang. "
+    f"[default: {DEFAULT_TIMEOUT_S:g}, plus {PER_CELL_S:g} per --matrix cell past the default "
+    "run's]",
 )
 @click.option(
     "--json",
@@ -96,7 +97,7 @@ def check(
     matrix: tuple[str, ...],
     sm: int,
     device: str,
-    timeout: float,
+    timeout: float | None,
     json_out: str | None,
     markdown_out: str | None,
     known_file: str | None,

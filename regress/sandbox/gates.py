@@ -12,6 +12,7 @@ either value (:meth:`regress.sandbox.eras.EraPlan.session_env`).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,3 +80,41 @@ def fused_gates(dsa_file: Path) -> tuple[FusedGate, ...]:
 
 
 __all__ = ["FusedGate", "fused_gates", "read_gate"]
+
+
+@dataclass(frozen=True)
+class KernelImport:
+    """Where the DSA module takes its fused decode-metadata kernel from.
+
+    ``from .fused_metadata import fused_dsa_decode_metadata`` (``sparse/dsa/metadata.py`` @
+    186080bb, line 24): the kernel is a sibling module of the tree, which a complete checkout has.
+
+    Attributes:
+        file: the module file the import names, resolved beside the DSA module.
+        names: the ``fused_*`` names imported.
+        line: the import's line in the DSA module.
+    """
+
+    file: Path
+    names: tuple[str, ...]
+    line: int
+
+
+def kernel_imports(dsa_file: Path) -> tuple[KernelImport, ...]:
+    """The relative imports of ``fused_*`` names in the DSA module (read, never run)."""
+    try:
+        tree = ast.parse(dsa_file.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.level or not node.module:
+            continue
+        names = tuple(a.name for a in node.names if a.name.startswith("fused_"))
+        if names:
+            base = dsa_file.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            file = base.joinpath(*node.module.split(".")).with_suffix(".py")
+            found.append(KernelImport(file, names, node.lineno))
+    return tuple(found)

@@ -256,10 +256,15 @@ class Sandbox:
 
     def _stub(self, name: str) -> types.ModuleType:
         top = name.partition(".")[0]
-        absent = " (not installed)" if top in self.packages.absent else ""
-        self.ledger.note("module-stub", name, f"strict stub{absent}")
+        base = self.where(name)
+        if top == ROOT_PACKAGE:
+            # how complete the tree is, read off the ledger: a checkout has every such file
+            where = " (in the tree, not executed)" if _exists(base) else " (not in the tree)"
+        else:
+            where = " (not installed)" if top in self.packages.absent else ""
+        self.ledger.note("module-stub", name, f"strict stub{where}")
         hint = self.packages.hint(top)
-        if top == ROOT_PACKAGE and not _exists(self.where(name)):
+        if top == ROOT_PACKAGE and not _exists(base):
             rel = Path(*name.split("."))
             hint = (
                 f"The tree has no {rel}.py (a module of a complete checkout, or a name a package "
