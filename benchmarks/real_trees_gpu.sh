@@ -55,12 +55,14 @@ summary="$OUT/summary.txt"
     uptime
 } >"$OUT/machine.txt" 2>&1
 
+# DEVICE=cpu runs the same checks in the CPU sandbox (Triton's interpreter): the verdicts to compare.
+DEVICE=${DEVICE:-cuda}
 device=()
-if "${REGRESS[@]}" check --help 2>/dev/null | grep -q -- "--device"; then
+if [ "$DEVICE" = cuda ] && "${REGRESS[@]}" check --help 2>/dev/null | grep -q -- "--device"; then
     device=(--device cuda)
     echo "mode: native GPU (regress check --device cuda)" >>"$summary"
 else
-    echo "mode: CPU sandbox on the GPU machine (this regress check has no --device)" >>"$summary"
+    echo "mode: CPU sandbox (Triton's interpreter)" >>"$summary"
 fi
 
 trees=("$@")
@@ -84,8 +86,21 @@ check() {  # check TREE MODE ARGS...
     echo "$tree $mode rc=$rc $((SECONDS - start))s" >>"$summary"
 }
 
+# JOBS checks at once (default: one per two cores; a lent machine's minutes are the scarce thing).
+# Every check is a child of this shell: an interrupt or the end of the script ends them all.
+JOBS=${JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for tree in "${trees[@]}"; do
-    check "$tree" default
-    check "$tree" full --matrix full --scenario matrix
+    for mode in default full; do
+        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+        if [ $mode = default ]; then
+            check "$tree" default &
+        else
+            check "$tree" full --matrix full --scenario matrix &
+        fi
+    done
 done
-cat "$summary"
+wait
+sort "$summary"

@@ -77,7 +77,7 @@ def _hint(why: str) -> str:
     if missing is None or missing.group(1).split(".")[0] == "tensorrt_llm":
         return why
     return (
-        f"{why}. Install the packages llm_args.py imports ({install_hint('check')}), "
+        f"{why.rstrip('.')}. Install the packages llm_args.py imports ({install_hint('check')}), "
         "then run the check again"
     )
 

@@ -406,7 +406,11 @@ class Sandbox:
                 hint="The tree's files disagree (taken from different commits?): check a "
                 "checkout whose files come from one commit.",
             )
+        top = (exc.name or module).partition(".")[0]
+        if top != ROOT_PACKAGE:  # a package upstream imports unconditionally, not installed here
+            hint = f"Install {top} (pip install {top}), then run the check again."
+        else:
+            hint = "Mark it real or stubbed in regress.sandbox.eras."
         return SandboxGap(
-            f"an importable {exc.name or module} (importing {module}: {exc})",
-            hint="Mark it real or stubbed in regress.sandbox.eras.",
+            f"an importable {exc.name or module} (importing {module}: {exc})", hint=hint
         )
