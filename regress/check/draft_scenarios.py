@@ -345,9 +345,15 @@ def _device_windows(md: Any, result: ScenarioResult) -> None:
 
     host = [int(x) for x in md.ragged_verify_lens]
     lens = host[1:] + host[:1]  # same total, another split
-    req = torch.tensor(expected_req_idx_per_token(lens), dtype=torch.long)
-    correction = torch.cat([torch.arange(1 - n, 1) for n in lens]).to(torch.int32)
-    md.apply_device_ragged_layout(torch.tensor(lens, dtype=torch.int32), req, correction)
+    from regress.sandbox.cuda import on_executor_device
+
+    # the executor's device tensors (GPU natively): upstream index_selects its rows with ``req``
+    req = on_executor_device(torch.tensor(expected_req_idx_per_token(lens), dtype=torch.long))
+    correction = on_executor_device(
+        torch.cat([torch.arange(1 - n, 1) for n in lens]).to(torch.int32)
+    )
+    verify = on_executor_device(torch.tensor(lens, dtype=torch.int32))
+    md.apply_device_ragged_layout(verify, req, correction)
     result.add(check_maps(_DeviceLayout(md, lens)), f"after apply_device_ragged_layout({lens})")
 
 
