@@ -16,7 +16,6 @@ The machine's load average is recorded around every run: the cores may be shared
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime as dt
 import json
 import os
@@ -28,27 +27,20 @@ import tempfile
 import time
 from pathlib import Path
 
+# the sample report, scaled as the trend tests scale it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+
+from _trend_data import report_dict
+
 from regress.acceptance.report import Report
 from regress.trend.check import check_store
 from regress.trend.detect import DetectorConfig
 from regress.trend.store import TrendStore
 from regress.trend.synthetic import STEP, step_series
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "tests" / "data" / "acceptance" / "report_v1.json"
-
 
 def _report(al_by_batch: dict[int, float]) -> Report:
-    data = json.loads(SAMPLE.read_text())
-    template = data["runs"][-1]
-    data["runs"] = [{**copy.deepcopy(template), "batch_size": b} for b in sorted(al_by_batch)]
-    for run in data["runs"]:
-        al = al_by_batch[run["batch_size"]]
-        scale = (al - 1) / sum(run["per_position"])
-        run["acceptance_length"] = al
-        run["per_position"] = [p * scale for p in run["per_position"]]
-    data["config"]["batch_sizes"] = sorted(al_by_batch)
-    return Report.from_dict(data)
+    return Report.from_dict(report_dict(al_by_batch))
 
 
 def build_store(path: Path, nights: int, *, step: bool) -> TrendStore:

@@ -293,3 +293,21 @@ def caller_files(
 def build_caller_tree(root: Path, era: str = "C", fix: str = "post", **variant) -> Path:
     """Write one caller tree (:func:`caller_files`) under ``root`` and return ``root``."""
     return write_files(root, caller_files(era, fix, **variant))
+
+
+def tree_sandbox(root, *extra, ledger=None):
+    """A sandbox over the tree at ``root`` as ``regress check`` plans it (its real modules plus
+    ``extra``), with the default settings' values: for tests of the sandbox itself."""
+    from regress.sandbox import Ledger
+    from regress.sandbox.eras import Settings, all_values, plan_for
+    from regress.sandbox.shells import Sandbox
+    from regress.tree.source import resolve_source_tree
+
+    plan = plan_for(resolve_source_tree(root))
+    return Sandbox(
+        plan.checkout,
+        [*plan.real, *extra],
+        all_values(plan, Settings()),
+        env=plan.env,
+        ledger=ledger or Ledger(),
+    )

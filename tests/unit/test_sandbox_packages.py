@@ -8,15 +8,12 @@ import sys
 
 import pytest
 from _absent import no_triton  # noqa: F401 (the fixture, used by name)
-from _upstream_trees import build_caller_tree, build_tree, write_files
+from _upstream_trees import build_caller_tree, build_tree, tree_sandbox, write_files
 
 from regress.check.check import run_check
 from regress.sandbox import Ledger, SandboxGap
-from regress.sandbox.eras import Settings, all_values, plan_for
 from regress.sandbox.gates import read_gate
-from regress.sandbox.shells import Sandbox
 from regress.sandbox.stubs import StubModule
-from regress.tree.source import resolve_source_tree
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -39,23 +36,12 @@ def _by_name(report):
     return {r.name: r for r in report.results}
 
 
-def _sandbox(root, *extra, ledger=None):
-    plan = plan_for(resolve_source_tree(root))
-    return Sandbox(
-        plan.checkout,
-        [*plan.real, *extra],
-        all_values(plan, Settings()),
-        env=plan.env,
-        ledger=ledger or Ledger(),
-    )
-
-
 @pytest.mark.parametrize("probe", sorted(PROBES))
 def test_a_probe_for_an_absent_package_takes_upstreams_fallback(tmp_path, probe):
     build_tree(tmp_path, "C")
     write_files(tmp_path, {"tensorrt_llm/_torch/probe_mod.py": PROBES[probe]})
     ledger = Ledger()
-    with _sandbox(tmp_path, "tensorrt_llm._torch.probe_mod", ledger=ledger) as sandbox:
+    with tree_sandbox(tmp_path, "tensorrt_llm._torch.probe_mod", ledger=ledger) as sandbox:
         assert sandbox.load("tensorrt_llm._torch.probe_mod").AVAILABLE is False
     assert any(f.kind == "probe" for f in ledger.fakes.values())
 
@@ -64,7 +50,7 @@ def test_an_unconditional_import_of_an_absent_package_is_still_a_strict_stub(tmp
     build_tree(tmp_path, "C")
     code = "import flashinfer\n\n\ndef run():\n    return flashinfer.sampling.top_k(1)\n"
     write_files(tmp_path, {"tensorrt_llm/_torch/uses.py": code})
-    with _sandbox(tmp_path, "tensorrt_llm._torch.uses") as sandbox:
+    with tree_sandbox(tmp_path, "tensorrt_llm._torch.uses") as sandbox:
         mod = sandbox.load("tensorrt_llm._torch.uses")
         with pytest.raises(SandboxGap, match=r"flashinfer\.sampling\.top_k"):
             mod.run()
@@ -77,7 +63,7 @@ def test_installed_triton_is_real_and_its_kernels_run_interpreted(tmp_path):
     import torch
     import triton as outside
 
-    with _sandbox(tmp_path, ledger=ledger) as sandbox:
+    with tree_sandbox(tmp_path, ledger=ledger) as sandbox:
         real = sandbox.load("triton")  # never a stub where it is installed
         assert not isinstance(real, StubModule) and real.__file__ == outside.__file__
         fused = sandbox.load("tensorrt_llm._torch.attention.backends.sparse.dsa.fused_metadata")
@@ -252,7 +238,7 @@ def test_torchs_own_triton_probe_sees_an_absent_triton_as_absent(tmp_path):
     from torch.utils._triton import has_triton_package
 
     build_tree(tmp_path, "C")
-    with _sandbox(tmp_path):
+    with tree_sandbox(tmp_path):
         assert has_triton_package.__wrapped__() is False  # uncached: asked inside the sandbox
 
 

@@ -12,12 +12,9 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from _upstream_trees import build_tree, write_files
+from _upstream_trees import build_tree, tree_sandbox, write_files
 
 from regress.sandbox import Ledger, SandboxGap
-from regress.sandbox.eras import Settings, all_values, plan_for
-from regress.sandbox.shells import Sandbox
-from regress.tree.source import resolve_source_tree
 
 #: A stubbed third-party import name that is not installed here (regress.sandbox.stubs.THIRD_PARTY).
 PACKAGE = "deep_gemm"
@@ -27,17 +24,6 @@ GATED = (
     f"VERSION = {PACKAGE}.__version__\n"
     f"READY = Version({PACKAGE}.__version__) >= Version('0.6.4')\n"
 )
-
-
-def _sandbox(root, *extra, ledger=None):
-    plan = plan_for(resolve_source_tree(root))
-    return Sandbox(
-        plan.checkout,
-        [*plan.real, *extra],
-        all_values(plan, Settings()),
-        env=plan.env,
-        ledger=ledger or Ledger(),
-    )
 
 
 @pytest.fixture
@@ -60,7 +46,7 @@ def test_a_stubbed_installed_package_answers_its_installed_version(tmp_path, ins
     build_tree(tree, "C")
     write_files(tree, {"tensorrt_llm/_torch/gated.py": GATED})
     ledger = Ledger()
-    with _sandbox(tree, "tensorrt_llm._torch.gated", ledger=ledger) as sandbox:
+    with tree_sandbox(tree, "tensorrt_llm._torch.gated", ledger=ledger) as sandbox:
         gated = sandbox.load("tensorrt_llm._torch.gated")
         assert (installed_package, True) == (gated.VERSION, gated.READY)
     assert ledger.fakes[("value", f"{PACKAGE}.__version__")].detail.startswith(installed_package)
@@ -69,7 +55,10 @@ def test_a_stubbed_installed_package_answers_its_installed_version(tmp_path, ins
 def test_an_absent_package_has_no_version_to_answer(tmp_path):
     build_tree(tmp_path, "C")
     write_files(tmp_path, {"tensorrt_llm/_torch/gated.py": GATED})
-    with _sandbox(tmp_path, "tensorrt_llm._torch.gated") as sandbox, pytest.raises(AttributeError):
+    with (
+        tree_sandbox(tmp_path, "tensorrt_llm._torch.gated") as sandbox,
+        pytest.raises(AttributeError),
+    ):
         sandbox.load("tensorrt_llm._torch.gated")
 
 
@@ -83,7 +72,7 @@ def test_a_name_missing_from_a_tree_module_is_the_trees_not_the_sandboxs(tmp_pat
         },
     )
     real = ("tensorrt_llm._torch.newer", "tensorrt_llm._torch.older")
-    with _sandbox(tmp_path, *real) as sandbox, pytest.raises(SandboxGap) as gap:
+    with tree_sandbox(tmp_path, *real) as sandbox, pytest.raises(SandboxGap) as gap:
         sandbox.load("tensorrt_llm._torch.newer")
     message = str(gap.value)
     assert "tensorrt_llm/_torch/older.py does not define" in message
@@ -102,7 +91,7 @@ def test_upstream_refusing_to_run_without_an_absent_package_names_the_install(tm
 
     build_tree(tmp_path, "C")
     write_files(tmp_path, {"tensorrt_llm/_torch/refuses.py": REFUSES})
-    with _sandbox(tmp_path, "tensorrt_llm._torch.refuses") as sandbox:
+    with tree_sandbox(tmp_path, "tensorrt_llm._torch.refuses") as sandbox:
         module = sandbox.load("tensorrt_llm._torch.refuses")
         with pytest.raises(ImportError) as raised:
             module.build()
