@@ -127,3 +127,14 @@ def test_a_real_triton_kernel_runs_natively_in_a_fused_on_cell(tmp_path, kernel,
     assert any(n.endswith("._req_idx_kernel") for n in launches), launches
     assert all("interpreter" in f["detail"] for f in fakes(cpu, "triton").values())
     assert fakes(gpu, "env")["TRITON_INTERPRET"]["detail"].startswith("unset")
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_ragged_device_windows_are_handed_over_on_the_metadata_device(tmp_path, switch):
+    """``ragged_verify`` installs device windows through the tree's ``apply_device_ragged_layout``,
+    which ``index_select``s with them as upstream's does (186080bb, ``sparse/dsa/metadata.py``
+    line 1852): on the H200 regress once handed CPU tensors and got a gap of its own making."""
+    tree = build_caller_tree(tmp_path / "tree", ragged="post", ragged_switch=switch)
+    _, gpu = both(tree, "--scenario", "ragged_verify")
+    assert gpu["exit"] == 0, gpu["text"]
+    assert statuses(gpu) == {"ragged_verify/windows_4_2_3_1": "pass"}, gpu["text"]

@@ -125,6 +125,8 @@ _RAGGED_METHODS = """    ragged_verify_lens = None
         nc, rows = self.num_contexts, self._ragged_num_rows
         self.seq_lens_cuda[nc : self.num_seqs] = verify_lens.to(self.seq_lens_cuda.dtype)
         self.row_req_idx_cuda[:rows] = req_idx
+        # upstream index_selects each row's pages with req_idx (186080bb): one device for both
+        self.ragged_row_lens = self.seq_lens_cuda[nc : self.num_seqs].index_select(0, req_idx)
 {attn_rows}        start = self.num_ctx_tokens
         self.req_idx_per_token[start : start + rows] = (req_idx + nc).to(torch.int32)
 
