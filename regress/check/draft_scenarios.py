@@ -30,7 +30,7 @@ import inspect
 from typing import Any
 
 from regress.check.caller import DraftSettings, caller_checkpoints
-from regress.check.production import kernel_missing
+from regress.check.production import kernel_files, kernel_missing
 from regress.check.status import ScenarioStatus
 from regress.check.steps import (
     ScenarioResult,
@@ -181,7 +181,7 @@ def fused_metadata(up: Any) -> list[ScenarioResult]:
             "the DSA module reads no fused-metadata gate",
         )
         return [result]
-    missing = kernel_missing(up.plan)
+    missing = kernel_missing(kernel_files(up.plan))
     if missing:
         result.status, result.note = ScenarioStatus.GAP, missing
         return [result]

@@ -71,10 +71,13 @@ class KernelFiles:
             ``sparse/dsa/fused_metadata.py`` @ e9eacd32, later ``kernels.py`` @ 25dc9ac1),
             executed from source in a ``fused=on`` cell, never stubbed.
         triton: the file names among them importing triton.
+        absent: why the fused path cannot run in this tree ('' when it can): the DSA module
+            imports its kernel from a module the tree lacks (:func:`_absent_kernel`).
     """
 
     fused: tuple[str, ...]
     triton: tuple[str, ...]
+    absent: str = ""
 
 
 def kernel_files(plan: Any) -> KernelFiles:
@@ -88,33 +91,36 @@ def kernel_files(plan: Any) -> KernelFiles:
             fused.append(f"{package}.{p.stem}")
         if _TRITON_IMPORT.search(text):
             triton.append(p.name)
-    return KernelFiles(tuple(fused), tuple(triton))
+    return KernelFiles(tuple(fused), tuple(triton), _absent_kernel(plan))
 
 
-def kernel_missing(plan: Any, cell: Cell | None = None) -> str:
-    """Why the fused path cannot run here ('' when it can): the DSA module imports its kernel from
-    a module the tree lacks (a partial tree, not a checkout; :func:`regress.sandbox.gates.kernel_imports`).
-
-    Asked before a ``fused=on`` cell (or the fused scenario, ``cell`` None) runs, so the result is
-    one gap naming the file to add, not a call of a stub deep inside ``on_update_kv_lens()``.
-    """
+def _absent_kernel(plan: Any) -> str:
+    """Why the fused path cannot run ('' when it can): the DSA module imports its kernel from a
+    module the tree lacks (a partial tree, not a checkout; :func:`regress.sandbox.gates.kernel_imports`,
+    which parses the whole DSA module: once per check, not per cell)."""
     from regress.sandbox.gates import kernel_imports
 
-    if cell is not None and not cell.on("fused"):
-        return ""
     dsa = plan.tree.dsa_metadata.file
     root = plan.tree.package_dir.parent
     for imp in kernel_imports(dsa):
         if imp.file.is_file() or (imp.file.with_suffix("") / "__init__.py").is_file():
             continue
-        where = f"cell {cell}: " if cell is not None else ""
         return (
-            f"{where}the fused decode-metadata path calls {', '.join(imp.names)} "
+            f"the fused decode-metadata path calls {', '.join(imp.names)} "
             f"({dsa.relative_to(root)}:{imp.line} imports it), and this tree has no "
             f"{imp.file.relative_to(root)}: not a complete checkout. Add that file of the same "
             "commit (upstream later moved the kernel to sparse/dsa/kernels.py @ 25dc9ac1)"
         )
     return ""
+
+
+def kernel_missing(kernels: KernelFiles, cell: Cell | None = None) -> str:
+    """:attr:`KernelFiles.absent` for a ``fused=on`` cell (or the fused scenario, ``cell`` None),
+    asked before it runs: one gap naming the file to add, not a call of a stub deep inside
+    ``on_update_kv_lens()``."""
+    if not kernels.absent or (cell is not None and not cell.on("fused")):
+        return ""
+    return f"cell {cell}: {kernels.absent}" if cell is not None else kernels.absent
 
 
 def fused_modules(plan: Any) -> list[str]:
@@ -258,7 +264,7 @@ def run_cells(
     for cell in cells:
         cfg = settings_for(cell, plan.fused_gates)
         results: list[ScenarioResult] = []
-        missing = kernel_missing(plan, cell) or triton_missing(kernels, cell)
+        missing = kernel_missing(kernels, cell) or triton_missing(kernels, cell)
         try:
             if missing:
                 raise SandboxGap(missing)
