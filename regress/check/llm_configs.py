@@ -34,7 +34,7 @@ from regress.check.status import ScenarioStatus
 from regress.dsa.invariants import Violation
 from regress.install import install_hint
 from regress.sandbox.blame import blame, describe
-from regress.sandbox.llm_args import LLM_ARGS, llm_args_session
+from regress.sandbox.llm_args import LLM_ARGS, llm_args_file, llm_args_session
 
 NAME = "llm_configs"
 #: The arguments class ``LLM`` builds for the PyTorch backend (``llmapi/llm.py`` ``BaseLLM``).
@@ -49,7 +49,7 @@ def llm_configs(up: Any) -> list[ScenarioResult]:
     """One result per configuration the integration tests build (see the module docstring)."""
     from regress.trtllm.integration import integration_specs
 
-    path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
+    path = llm_args_file(up.plan.checkout)
     if not path.is_file():
         note = f"n/a: the tree has no {path.relative_to(up.plan.checkout)}"
         return [ScenarioResult(NAME, status=ScenarioStatus.SKIP, note=note)]

@@ -133,10 +133,11 @@ def _session_kind(sandbox: Any) -> tuple[Any, ...]:
 
 
 def _load_llm_args(up: Any) -> tuple[Any, str]:
-    path = up.plan.checkout / (LLM_ARGS.replace(".", "/") + ".py")
+    from regress.sandbox.llm_args import llm_args_file, llm_args_session
+
+    path = llm_args_file(up.plan.checkout)
     if not path.is_file():
         return None, f"the tree has no {path.relative_to(up.plan.checkout)}"
-    from regress.sandbox.llm_args import llm_args_session
 
     try:
         with llm_args_session(up) as module:

@@ -165,6 +165,11 @@ def stand_ins(source: str) -> dict[str, dict[str, tuple[Any, str]]]:
     return values
 
 
+def llm_args_file(checkout: Path) -> Path:
+    """Where a checkout keeps upstream's ``llm_args.py`` (:data:`LLM_ARGS`)."""
+    return Path(checkout) / (LLM_ARGS.replace(".", "/") + ".py")
+
+
 @contextlib.contextmanager
 def llm_args_session(up: Any) -> Iterator[Any]:
     """The tree's ``llm_args`` module in a nested sandbox with :func:`stand_ins` (where the session
@@ -173,7 +178,7 @@ def llm_args_session(up: Any) -> Iterator[Any]:
     from regress.sandbox.shells import Sandbox
 
     outer = up.sandbox
-    path = Path(outer.checkout) / (LLM_ARGS.replace(".", "/") + ".py")
+    path = llm_args_file(outer.checkout)
     values = {**outer.values}
     for module, names in stand_ins(path.read_text(encoding="utf-8", errors="replace")).items():
         values[module] = {**names, **values.get(module, {})}  # the session's own answers win
