@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from regress.devices import require_cuda
 from regress.errors import UsageError
 from regress.reference.defects import active_defects
 from regress.reference.layerwise import create_run_pack
@@ -104,11 +105,8 @@ class ReferenceEngine:
         from regress.reference import draft_cache as default_draft_cache
 
         self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            # the user's to fix, as `defects --check --device cuda` says (exit 2, not 3)
-            raise UsageError(
-                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
-            )
+        if self.device.type == "cuda":
+            require_cuda()  # the user's to fix (exit 2, not 3), as `defects --check` says
         if self.device.type not in ("cpu", "cuda"):
             raise UsageError(f"device must be cpu or cuda, not {device!r}")
         if cuda_graph and self.device.type != "cuda":

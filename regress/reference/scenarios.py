@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from regress.devices import require_cuda
 from regress.dsa.batch import Batch, prepare_batch
 from regress.dsa.invariants import (
     Violation,
@@ -21,7 +22,6 @@ from regress.dsa.invariants import (
     snapshot_spec_state,
 )
 from regress.dsa.lifecycle import draft_checkpoints
-from regress.errors import UsageError
 from regress.reference.cache import PagedKVCacheManager
 from regress.reference.indexer import DeepGemmAssertion
 from regress.reference.layerwise import create_run_pack, run_generation_step
@@ -183,12 +183,7 @@ def layerwise_scenarios(
 
 def _check_device(device: str) -> None:
     if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(
-                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
-            )
+        require_cuda()
 
 
 def run_contract_battery(

@@ -53,12 +53,9 @@ def require_device(device: str) -> None:
     if device not in DEVICES:
         raise UsageError(f"--device {device!r}: choose from {', '.join(DEVICES)}")
     if device == "cuda":
-        import torch
+        from regress.devices import require_cuda
 
-        if not torch.cuda.is_available():
-            raise UsageError(
-                "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
-            )
+        require_cuda()
 
 
 #: The functions and keyword arguments the mode rewrites; any other call passes straight through.
